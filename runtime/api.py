@@ -1,0 +1,126 @@
+"""The driver's view of a runtime: start one, spawn into it, talk to it, break it.
+
+`start(backend="sim"|"ray", ...)` returns a `Runtime`. Both backends offer the same
+synchronous methods, so tests and scenarios are written once. Process code itself is
+`async def fn(ctx, *args)` and uses the `Process` context.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from .errors import RuntimeErrorBase
+from .failpoints import Failpoint
+from .kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
+from .pid import Pid
+from .reasons import NORMAL, Error
+
+BACKENDS = ("sim", "ray")
+
+
+class ProcessFailed(RuntimeErrorBase):
+    """`Runtime.run`'s process ended with a reason other than normal."""
+
+    def __init__(self, pid: Pid, reason: Any) -> None:
+        super().__init__(f"{pid} exited: {reason}")
+        self.pid = pid
+        self.reason = reason
+
+
+def outcome(pid: Pid, reason: Any, result: Any) -> Any:
+    """The value `Runtime.run` returns for an ended process, or the error it raises."""
+    if reason == NORMAL:
+        return result
+    if isinstance(reason, Error) and reason.exc is not None:
+        raise reason.exc
+    raise ProcessFailed(pid, reason)
+
+
+class Runtime(abc.ABC):
+    """A running cluster of processes, driven from ordinary (synchronous) Python."""
+
+    backend: str
+    nodes: tuple[str, ...]
+
+    @abc.abstractmethod
+    def spawn(self, fn: ProcessFn, *args: Any, node: str | None = None, name: str | None = None,
+              trap_exit: bool = False, mailbox_capacity: int | None = None,
+              label: str | None = None, failpoints: dict[str, Failpoint] | None = None) -> Pid:
+        """Start a process; returns once it exists."""
+
+    @abc.abstractmethod
+    def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
+            timeout: float = 60.0) -> Any:
+        """Run `fn` as a process until it ends; its return value, or its error raised."""
+
+    @abc.abstractmethod
+    def send(self, dest: Pid | str, msg: Any) -> None: ...
+
+    @abc.abstractmethod
+    def call(self, dest: Pid | str, request: Any,
+             timeout: float | None = DEFAULT_CALL_TIMEOUT) -> Any: ...
+
+    @abc.abstractmethod
+    def exit(self, pid: Pid, reason: Any) -> None:
+        """Send an exit signal from outside (`kill` is untrappable)."""
+
+    @abc.abstractmethod
+    def kill(self, pid: Pid) -> None:
+        """Kill the process abruptly (Ray: ray.kill of its actor)."""
+
+    @abc.abstractmethod
+    def kill_node(self, node: str) -> list[Pid]:
+        """Kill every process on a logical node; returns the pids killed."""
+
+    @abc.abstractmethod
+    def restart_node(self, node: str) -> None:
+        """Let processes be spawned on a killed node again."""
+
+    @abc.abstractmethod
+    def whereis(self, name: str) -> Pid | None: ...
+
+    @abc.abstractmethod
+    def processes(self) -> list[Pid]:
+        """Live processes, in spawn order."""
+
+    def is_alive(self, pid: Pid) -> bool:
+        return pid in self.processes()
+
+    @abc.abstractmethod
+    def arm_failpoint(self, pid: Pid, name: str, action: str, *, count: int | None = 1,
+                      seconds: float | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def release_failpoint(self, pid: Pid, name: str) -> None:
+        """Disarm a failpoint and let a process paused there go on."""
+
+    @abc.abstractmethod
+    def sleep(self, seconds: float) -> None:
+        """Let the cluster run for `seconds` (virtual on sim)."""
+
+    @abc.abstractmethod
+    def now(self) -> float: ...
+
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """Stop every process and release the backend's resources."""
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def start(backend: str = "sim", **kwargs: Any) -> Runtime:
+    """Start a runtime. sim: `seed`, `nodes`, `trace`; ray: `nodes`, `cluster`, `address`."""
+    if backend == "sim":
+        from .sim.runtime import SimRuntime
+
+        return SimRuntime(**kwargs)
+    if backend == "ray":
+        from .ray.runtime import RayRuntime
+
+        return RayRuntime(**kwargs)
+    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

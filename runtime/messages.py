@@ -1,0 +1,112 @@
+"""Messages a process can find in its mailbox, and the signals processes exchange.
+
+User-visible: `Exit` (a trapped exit signal, Erlang's {'EXIT', Pid, Reason}), `Down`
+(a monitor fired), `Call` and `Cast` (gen_server requests). Signals are what backends
+carry between processes; the receiving process turns them into mailbox messages or
+state changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .pid import Pid, Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """{'EXIT', pid, reason}: a trapped exit signal."""
+
+    pid: Pid
+    reason: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Down:
+    """{'DOWN', ref, process, pid, reason}: a monitored process ended."""
+
+    ref: Ref
+    pid: Pid
+    reason: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CallRef:
+    """Erlang's From: where the reply to a call goes."""
+
+    pid: Pid
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A synchronous request; answer it with `ctx.reply(from_, value)`."""
+
+    from_: CallRef
+    request: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """An asynchronous request."""
+
+    request: Any
+
+
+# --- signals between processes (not seen by process code) -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSignal:
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ExitSignal:
+    sender: Pid
+    reason: Any
+    from_link: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSignal:
+    sender: Pid
+
+
+@dataclass(frozen=True, slots=True)
+class UnlinkSignal:
+    sender: Pid
+
+
+@dataclass(frozen=True, slots=True)
+class DownSignal:
+    ref: Ref
+    pid: Pid
+    reason: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReplySignal:
+    ref: Ref
+    value: Any
+    failed: bool = False  # value is an exception to raise in the caller
+
+
+@dataclass(frozen=True, slots=True)
+class FailpointSignal:
+    """Arm (action set) or release (action None) a failpoint on the receiver."""
+
+    name: str
+    action: Any
+
+
+Signal = (
+    MessageSignal
+    | ExitSignal
+    | LinkSignal
+    | UnlinkSignal
+    | DownSignal
+    | ReplySignal
+    | FailpointSignal
+)

@@ -1,0 +1,38 @@
+"""Process identifiers and references.
+
+A `Pid` names one process incarnation: a restarted child gets a new pid, as in Erlang.
+It is a plain value (hashable, picklable, comparable) so it can travel in messages on
+either backend; the Ray backend attaches a cached actor handle that is not part of the
+identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Pid:
+    """A process: the logical node it lives on and a cluster-unique id."""
+
+    node: str
+    id: str
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"<{self.node}.{self.id}>"
+
+    def without_handle(self) -> Pid:
+        return Pid(self.node, self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A unique reference (monitor, timer, call). Unique per creating process."""
+
+    owner: str
+    n: int
+
+    def __str__(self) -> str:
+        return f"#Ref<{self.owner}.{self.n}>"

@@ -1,0 +1,73 @@
+"""The simulated network between logical nodes: delay, loss, partitions, node state.
+
+Pure and seeded: every decision comes from the `random.Random` it is given, so a seed
+replays the same deliveries. Per (sender, receiver) pair delivery stays FIFO: a later
+message never arrives before an earlier one (Erlang's only ordering guarantee); a lost
+message is simply never delivered.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from ..errors import BadArgument
+
+
+@dataclass
+class LinkFaults:
+    """Faults on messages from one node to another (or to every node: dst '*')."""
+
+    delay_min: float = 0.0
+    delay_max: float = 0.0
+    drop: float = 0.0
+
+
+@dataclass
+class Network:
+    rng: random.Random
+    default_delay: tuple[float, float] = (0.0, 0.0)
+    cross_node_delay: tuple[float, float] = (0.0005, 0.002)
+    faults: dict[tuple[str, str], LinkFaults] = field(default_factory=dict)
+    partitions: set[frozenset[str]] = field(default_factory=set)
+    down: set[str] = field(default_factory=set)
+
+    def set_faults(self, src: str, dst: str, *, delay: tuple[float, float] | None = None,
+                   drop: float = 0.0) -> None:
+        lo, hi = delay if delay is not None else (0.0, 0.0)
+        if lo < 0 or hi < lo:
+            raise BadArgument(f"delay must be (min, max) with 0 <= min <= max, got {delay}")
+        if not 0.0 <= drop <= 1.0:
+            raise BadArgument(f"drop must be a probability in [0, 1], got {drop}")
+        self.faults[(src, dst)] = LinkFaults(lo, hi, drop)
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    def partition(self, side_a: list[str], side_b: list[str]) -> None:
+        for a in side_a:
+            for b in side_b:
+                if a != b:
+                    self.partitions.add(frozenset((a, b)))
+
+    def heal(self) -> None:
+        self.partitions.clear()
+
+    def connected(self, a: str, b: str) -> bool:
+        if a in self.down or b in self.down:
+            return False
+        return a == b or frozenset((a, b)) not in self.partitions
+
+    def route(self, src: str, dst: str) -> float | None:
+        """Delay for one message from node src to node dst, or None if it is lost."""
+        if not self.connected(src, dst):
+            return None
+        fault = self.faults.get((src, dst)) or self.faults.get((src, "*"))
+        if fault is not None:
+            if fault.drop and self.rng.random() < fault.drop:
+                return None
+            if fault.delay_max > 0:
+                return self.rng.uniform(fault.delay_min, fault.delay_max)
+            return 0.0
+        lo, hi = self.default_delay if src == dst else self.cross_node_delay
+        return self.rng.uniform(lo, hi) if hi > 0 else 0.0
