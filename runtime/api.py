@@ -71,11 +71,10 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def kill_node(self, node: str) -> list[Pid]:
-        """Kill every process on a logical node; returns the pids killed."""
+        """Kill every process on a logical node at once (a node crash); returns their pids.
 
-    @abc.abstractmethod
-    def restart_node(self, node: str) -> None:
-        """Let processes be spawned on a killed node again."""
+        The node itself stays usable: what runs there again is up to the supervisors.
+        """
 
     @abc.abstractmethod
     def whereis(self, name: str) -> Pid | None: ...

@@ -93,13 +93,25 @@ class ReorderBuffer:
     against `capacity`, like the mailbox.
     """
 
-    __slots__ = ("_next", "_held", "_held_count", "capacity")
+    __slots__ = ("_next", "_held", "_held_count", "_after", "capacity")
 
     def __init__(self, capacity: int) -> None:
         self._next: dict[Hashable, int] = {}
         self._held: dict[Hashable, dict[int, Any]] = {}
         self._held_count = 0
+        self._after: dict[Hashable, list[tuple[int, Any]]] = {}
         self.capacity = capacity
+
+    def after(self, sender: Hashable, last_seq: int, item: Any) -> list[Any]:
+        """Release `item` once everything up to `last_seq` from `sender` was delivered.
+
+        Used for a sender's exit notification: it must not overtake the messages the
+        sender sent before it ended.
+        """
+        if self._next.get(sender, 1) > last_seq:
+            return [item]
+        self._after.setdefault(sender, []).append((last_seq, item))
+        return []
 
     def accept(self, sender: Hashable, seq: int, item: Any) -> list[Any]:
         expected = self._next.get(sender, 1)
@@ -121,11 +133,22 @@ class ReorderBuffer:
         if held is not None and not held:
             del self._held[sender]
         self._next[sender] = expected
+        waiting = self._after.get(sender)
+        if waiting:
+            ready = [it for seq_, it in waiting if seq_ < expected]
+            if ready:
+                out.extend(ready)
+                rest = [(s, it) for s, it in waiting if s >= expected]
+                if rest:
+                    self._after[sender] = rest
+                else:
+                    del self._after[sender]
         return out
 
     def forget(self, sender: Hashable) -> None:
         """Drop a sender's state (it exited and will never send again)."""
         self._next.pop(sender, None)
+        self._after.pop(sender, None)
         held = self._held.pop(sender, None)
         if held:
             self._held_count -= len(held)

@@ -187,17 +187,12 @@ class SimKernel:
         self._trace("heal")
 
     def kill_node(self, node: str) -> list[Pid]:
-        """Crash every process on `node` and take the node off the network."""
+        """Crash every process on `node` at the same instant."""
         victims = [p for p in self.procs.values() if p.pid.node == node]
         self._trace(f"kill_node {node}")
         for proc in victims:
             self.crash(proc)
-        self.net.down.add(node)
         return [p.pid for p in victims]
-
-    def restart_node(self, node: str) -> None:
-        self.net.down.discard(node)
-        self._trace(f"restart_node {node}")
 
     # --- internals -------------------------------------------------------------------------
 

@@ -87,9 +87,6 @@ class SimRuntime(Runtime):
     def kill_node(self, node: str) -> list[Pid]:
         return self.kernel.kill_node(self._node(node))
 
-    def restart_node(self, node: str) -> None:
-        self.kernel.restart_node(self._node(node))
-
     def partition(self, side_a: list[str], side_b: list[str]) -> None:
         self.kernel.partition([self._node(n) for n in side_a], [self._node(n) for n in side_b])
 

@@ -1,0 +1,149 @@
+"""The kernel inside one process actor: the `Kernel` interface on real Ray.
+
+Exit notification works in two ways at once. A process that ends on its own answers
+every pending `watch` with (reason, last seq it sent to that watcher), so the watcher
+delivers the exit after everything sent before it. A process that is killed (ray.kill,
+a crashed worker, a lost node) cannot answer; its watchers' `watch` calls fail with
+`ActorDiedError`, which they turn into an exit with reason `killed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from ..errors import CallExit, CallTimeout, NameTaken, NoProc
+from ..kernel import ProcessFn, SpawnOpts
+from ..messages import CallRef, DownSignal, ExitSignal, ReplySignal, Signal
+from ..pid import Pid, Ref
+from ..reasons import NOPROC
+from .spawning import spawn_async
+from .transport import ClusterConfig, Transport, classify_death
+
+if TYPE_CHECKING:
+    from ..process import Process
+
+
+def unwrap_remote(exc: BaseException) -> BaseException:
+    """The user-level exception inside a RayTaskError (e.g. NameTaken from the registry)."""
+    if isinstance(exc, RayTaskError):
+        cause = exc.as_instanceof_cause()
+        inner = getattr(cause, "cause", None)
+        return inner if isinstance(inner, BaseException) else cause
+    return exc
+
+
+class RayKernel:
+    """Implements `Kernel` for the one process hosted by a `ProcessActor`."""
+
+    def __init__(self, config: ClusterConfig, me: Pid, registry: Any,
+                 inject: Callable[[str, int | None, Signal], None],
+                 on_exit: Callable[[Process, Any], None]) -> None:
+        self.config = config
+        self.me = me
+        self.registry = registry
+        self.transport = Transport(config, me.id)
+        self._inject = inject
+        self._on_exit = on_exit
+        self._watches: dict[tuple[Pid, Ref | None], asyncio.Task[Any]] = {}
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def deliver(self, src: Process, dest: Pid, signal: Signal) -> None:
+        self.transport.submit(dest, signal)
+
+    async def call(self, src: Process, dest: Pid, request: Any, timeout: float | None) -> Any:
+        ref = self.transport.submit_call(dest, request)
+        if ref is None:
+            raise NoProc(f"no process {dest}")
+        try:
+            status, value = await asyncio.wait_for(_await(ref), timeout)
+        except TimeoutError:
+            raise CallTimeout(f"call to {dest} timed out after {timeout} s") from None
+        except RayActorError as exc:
+            reason = classify_death(exc)
+            raise (NoProc(f"no process {dest}") if reason == NOPROC
+                   else CallExit(dest, reason)) from None
+        if status == "ok":
+            return value
+        if value == NOPROC:
+            raise NoProc(f"no process {dest}")
+        raise CallExit(dest, value)
+
+    def reply(self, src: Process, from_: CallRef, value: Any) -> None:
+        self.transport.submit(from_.pid, ReplySignal(from_.ref, value))
+
+    async def spawn(self, src: Process | None, fn: ProcessFn, args: tuple[Any, ...],
+                    opts: SpawnOpts) -> Pid:
+        pid = await spawn_async(self.config, self.registry, fn, args, opts,
+                                parent=src.pid if src is not None else None)
+        self.transport.remember(pid)
+        return pid
+
+    def watch(self, src: Process, peer: Pid, ref: Ref | None) -> None:
+        key = (peer, ref)
+        if key in self._watches:
+            return
+        watch_ref = self.transport.submit_watch(peer)  # now: in order with later sends
+        self._watches[key] = asyncio.get_running_loop().create_task(
+            self._watch(peer, ref, watch_ref))
+
+    async def _watch(self, peer: Pid, ref: Ref | None, watch_ref: Any) -> None:
+        last_seq: int | None
+        if watch_ref is None:
+            reason: Any = NOPROC
+            last_seq = None
+        else:
+            try:
+                reason, last_seq = await watch_ref
+            except asyncio.CancelledError:
+                return
+            except RayActorError as exc:
+                reason, last_seq = classify_death(exc), None
+        self._watches.pop((peer, ref), None)
+        sig: Signal = (ExitSignal(peer, reason, from_link=True) if ref is None
+                       else DownSignal(ref, peer, reason))
+        self._inject(peer.id, last_seq, sig)
+
+    def unwatch(self, src: Process, peer: Pid, ref: Ref | None) -> None:
+        task = self._watches.pop((peer, ref), None)
+        if task is not None:
+            task.cancel()
+
+    async def register(self, src: Process, name: str) -> None:
+        holder = await self.registry.register.remote(name, self.me)
+        if holder is not None:
+            raise NameTaken(name, holder)
+
+    async def unregister(self, src: Process, name: str) -> None:
+        await self.registry.unregister.remote(name, self.me)
+
+    async def whereis(self, src: Process | None, name: str) -> Pid | None:
+        pid: Pid | None = await self.registry.whereis.remote(name)
+        return pid
+
+    def kill(self, src: Process | None, pid: Pid) -> None:
+        handle = self.transport.handle(pid)
+        if handle is not None:
+            ray.kill(handle)
+
+    def crash(self, proc: Process) -> None:
+        os._exit(1)  # a crash: no cleanup, no flush, exactly like a killed OS process
+
+    def exited(self, proc: Process, reason: Any) -> None:
+        for task in self._watches.values():
+            task.cancel()
+        self._watches.clear()
+        proc.fail_pending_calls(lambda: CallExit(proc.pid, reason))
+        self._on_exit(proc, reason)
+
+
+async def _await(ref: Any) -> Any:
+    return await ref

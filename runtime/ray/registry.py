@@ -1,0 +1,90 @@
+"""The cluster's registry actor: registered names and the table of live processes.
+
+It follows every process through the long-running `run()` call, so a name is freed and
+the process forgotten however the process ended (a normal exit, ray.kill, a lost node).
+The table is also what teardown uses to leave no actor behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import ray
+
+from ..pid import Pid
+from .transport import ACTOR_MAX_CONCURRENCY, NAMESPACE, ClusterConfig
+
+
+@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=ACTOR_MAX_CONCURRENCY)
+class Registry:
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.names: dict[str, Pid] = {}
+        self.procs: dict[str, Pid] = {}
+        self.ever: dict[str, Pid] = {}  # every actor started, for teardown (zombies included)
+        self._followers: dict[str, asyncio.Task[Any]] = {}
+
+    async def track(self, pid: Pid) -> None:
+        self._track(pid)
+
+    def _track(self, pid: Pid) -> None:
+        if pid.id not in self.procs and pid.id not in self._followers:
+            self.procs[pid.id] = pid
+            self.ever[pid.id] = pid
+            self._followers[pid.id] = asyncio.get_running_loop().create_task(self._follow(pid))
+
+    async def _follow(self, pid: Pid) -> None:
+        try:
+            await pid.handle.run.remote()
+        except Exception:  # noqa: BLE001 - any failure means the process is gone
+            pass
+        self.procs.pop(pid.id, None)
+        for name, holder in list(self.names.items()):
+            if holder == pid:
+                del self.names[name]
+
+    async def register(self, name: str, pid: Pid) -> Pid | None:
+        """Give `name` to `pid`; returns the current holder instead if another has it."""
+        self._track(pid)
+        holder = self.names.get(name)
+        if holder is not None and holder != pid:
+            return holder
+        self.names[name] = pid
+        return None
+
+    async def unregister(self, name: str, pid: Pid) -> None:
+        if self.names.get(name) == pid:
+            del self.names[name]
+
+    async def whereis(self, name: str) -> Pid | None:
+        return self.names.get(name)
+
+    async def processes(self, node: str | None = None) -> list[Pid]:
+        return [p for p in self.procs.values() if node is None or p.node == node]
+
+    async def teardown(self) -> int:
+        """Kill every process actor of the cluster; returns how many were still running."""
+        running = len(self.procs)
+        for pid in self.ever.values():
+            try:
+                ray.kill(pid.handle)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        for task in self._followers.values():
+            task.cancel()
+        self.procs.clear()
+        self.ever.clear()
+        self.names.clear()
+        return running
+
+
+def registry_name(config: ClusterConfig) -> str:
+    return f"{config.cluster}:registry"
+
+
+def start_registry(config: ClusterConfig) -> Any:
+    return Registry.options(  # type: ignore[attr-defined]
+        name=registry_name(config), namespace=NAMESPACE, lifetime="detached",
+        get_if_exists=True,
+    ).remote(config)

@@ -1,0 +1,175 @@
+"""The Ray backend's driver API: the cluster as seen from ordinary Python.
+
+Starts (or joins, with `address`/`RAY_ADDRESS`) a Ray instance, maps logical nodes onto
+Ray nodes (distinct ones when the cluster has several), and starts the registry actor.
+Every call is synchronous and bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from ..api import ProcessFailed, Runtime, outcome
+from ..errors import BadArgument, CallExit, CallTimeout, NoProc
+from ..failpoints import Failpoint
+from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
+from ..messages import ExitSignal, FailpointSignal, MessageSignal
+from ..pid import Pid
+from ..process import make_spawn_opts
+from ..reasons import KILL, NOPROC
+from .registry import start_registry
+from .spawning import spawn_sync
+from .transport import NAMESPACE, ClusterConfig, Transport, classify_death
+
+DRIVER = Pid("driver", "driver")
+
+
+def ensure_ray(address: str | None = None) -> None:
+    """Connect to Ray once per driver: `address`, else RAY_ADDRESS, else a local instance."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+    ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, namespace=NAMESPACE,
+             logging_level=logging.ERROR, log_to_driver=False, include_dashboard=False)
+
+
+def place_nodes(nodes: tuple[str, ...]) -> dict[str, str]:
+    """Logical node -> Ray node id; round-robin over alive Ray nodes when there are several."""
+    alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    if len(alive) <= 1:
+        return {node: "" for node in nodes}
+    return {node: alive[i % len(alive)] for i, node in enumerate(nodes)}
+
+
+def call_result(dest: Pid, status: str, value: Any) -> Any:
+    if status == "ok":
+        return value
+    if value == NOPROC:
+        raise NoProc(f"no process {dest}")
+    raise CallExit(dest, value)
+
+
+class RayRuntime(Runtime):
+    """Processes as Ray actors; this object is the driver's handle on them."""
+
+    backend = "ray"
+
+    def __init__(self, nodes: tuple[str, ...] | list[str] = ("n1", "n2", "n3"),
+                 cluster: str | None = None, address: str | None = None,
+                 reap_delay: float = 2.0) -> None:
+        if not nodes:
+            raise BadArgument("a runtime needs at least one node")
+        ensure_ray(address)
+        self.nodes = tuple(nodes)
+        self.config = ClusterConfig(cluster or f"c{uuid.uuid4().hex[:8]}",
+                                    place_nodes(self.nodes), reap_delay)
+        self.registry = start_registry(self.config)
+        self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
+
+    @property
+    def cluster(self) -> str:
+        return self.config.cluster
+
+    def _resolve(self, dest: Pid | str) -> Pid | None:
+        if isinstance(dest, Pid):
+            return dest
+        if isinstance(dest, str):
+            return self.whereis(dest)
+        raise BadArgument(f"expected a Pid or a registered name, got {dest!r}")
+
+    def spawn(self, fn: ProcessFn, *args: Any, node: str | None = None, name: str | None = None,
+              trap_exit: bool = False, mailbox_capacity: int | None = None,
+              label: str | None = None, failpoints: dict[str, Failpoint] | None = None) -> Pid:
+        opts = make_spawn_opts(node or self.nodes[0], None, name, trap_exit, mailbox_capacity,
+                               label, failpoints)
+        return spawn_sync(self.config, self.registry, fn, args, opts, parent=None)
+
+    def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
+            timeout: float = 60.0) -> Any:
+        pid = self.spawn(fn, *args, node=node)
+        try:
+            reason, result = ray.get(pid.handle.run.remote(), timeout=timeout)
+        except GetTimeoutError:
+            self.kill(pid)
+            raise CallTimeout(f"{pid} did not finish within {timeout} s") from None
+        except RayActorError as exc:
+            raise ProcessFailed(pid, classify_death(exc)) from None
+        return outcome(pid, reason, result)
+
+    def send(self, dest: Pid | str, msg: Any) -> None:
+        pid = self._resolve(dest)
+        if pid is not None:
+            self.transport.submit(pid, MessageSignal(msg))
+
+    def call(self, dest: Pid | str, request: Any,
+             timeout: float | None = DEFAULT_CALL_TIMEOUT) -> Any:
+        pid = self._resolve(dest)
+        ref = None if pid is None else self.transport.submit_call(pid, request)
+        if pid is None or ref is None:
+            raise NoProc(f"no process {dest}")
+        try:
+            status, value = ray.get(ref, timeout=timeout)
+        except GetTimeoutError:
+            raise CallTimeout(f"call to {pid} timed out after {timeout} s") from None
+        except RayActorError as exc:
+            reason = classify_death(exc)
+            raise (NoProc(f"no process {pid}") if reason == NOPROC
+                   else CallExit(pid, reason)) from None
+        return call_result(pid, status, value)
+
+    def exit(self, pid: Pid, reason: Any) -> None:
+        if reason == KILL:
+            self.kill(pid)
+        else:
+            self.transport.submit(pid, ExitSignal(DRIVER, reason, from_link=False))
+
+    def kill(self, pid: Pid) -> None:
+        handle = self.transport.handle(pid)
+        if handle is not None:
+            ray.kill(handle)
+
+    def kill_node(self, node: str) -> list[Pid]:
+        if node not in self.nodes:
+            raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
+        victims: list[Pid] = ray.get(self.registry.processes.remote(node), timeout=30)
+        for pid in victims:
+            ray.kill(pid.handle)
+        return victims
+
+    def whereis(self, name: str) -> Pid | None:
+        pid: Pid | None = ray.get(self.registry.whereis.remote(name), timeout=30)
+        return pid
+
+    def processes(self) -> list[Pid]:
+        pids: list[Pid] = ray.get(self.registry.processes.remote(), timeout=30)
+        return pids
+
+    def arm_failpoint(self, pid: Pid, name: str, action: str, *, count: int | None = 1,
+                      seconds: float | None = None) -> None:
+        self.transport.submit(pid, FailpointSignal(name, Failpoint(action, count, seconds)))
+
+    def release_failpoint(self, pid: Pid, name: str) -> None:
+        self.transport.submit(pid, FailpointSignal(name, None))
+
+    def sleep(self, seconds: float) -> None:
+        if seconds < 0:
+            raise BadArgument(f"sleep needs seconds >= 0, got {seconds}")
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def shutdown(self) -> None:
+        """Kill every process actor of this runtime, then its registry."""
+        try:
+            ray.get(self.registry.teardown.remote(), timeout=60)
+        finally:
+            ray.kill(self.registry)

@@ -1,0 +1,140 @@
+"""Moving signals between Ray actors: handles, sequence numbers, death classification.
+
+Shared by the kernel inside each process actor and by the driver. Async Ray actors do not
+keep per-sender order, so every signal carries (sender id, seq) with seq counting up per
+(sender, receiver) pair; the receiver's reorder buffer restores FIFO.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ..errors import UnpicklableMessage
+from ..messages import ExitSignal, FailpointSignal, LinkSignal, Signal, UnlinkSignal
+from ..pid import Pid
+from ..reasons import KILLED, NOPROC
+
+NAMESPACE = "sediment"
+SIGNAL_TYPES = (ExitSignal, LinkSignal, UnlinkSignal, FailpointSignal)
+ACTOR_MAX_CONCURRENCY = 10_000
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What every process actor of one runtime needs to know, fixed at start."""
+
+    cluster: str
+    node_map: dict[str, str] = field(default_factory=dict)  # logical node -> Ray node id
+    reap_delay: float = 2.0
+
+    def actor_name(self, pid_id: str) -> str:
+        return f"{self.cluster}:{pid_id}"
+
+
+def classify_death(exc: RayActorError) -> Any:
+    """The exit reason a watcher reports for an actor that is gone.
+
+    A process that ended on its own is reaped with an intended exit: whoever asks after
+    that learns `noproc` (as Erlang answers for a pid that no longer exists). Anything
+    else (ray.kill, a crashed worker, a lost node) is `killed`.
+    """
+    text = str(exc)
+    if "INTENDED_USER_EXIT" in text or "intentionally" in text:
+        return NOPROC
+    return KILLED
+
+
+def actor_options(config: ClusterConfig, pid: Pid) -> dict[str, Any]:
+    opts: dict[str, Any] = {
+        "name": config.actor_name(pid.id),
+        "namespace": NAMESPACE,
+        "lifetime": "detached",
+        "num_cpus": 0,
+        "max_restarts": 0,
+        "max_concurrency": ACTOR_MAX_CONCURRENCY,
+    }
+    ray_node = config.node_map.get(pid.node)
+    if ray_node:
+        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_node, soft=False)
+    return opts
+
+
+class Transport:
+    """Sends signals from one sender (a process or the driver), numbering them per target."""
+
+    def __init__(self, config: ClusterConfig, sender_id: str) -> None:
+        self.config = config
+        self.sender_id = sender_id
+        self._seq: dict[str, int] = {}
+        self._handles: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def last_seq(self, dest_id: str) -> int:
+        return self._seq.get(dest_id, 0)
+
+    def handle(self, pid: Pid) -> Any | None:
+        """The actor handle for `pid`, or None if no such actor exists (any more)."""
+        if pid.handle is not None:
+            return pid.handle
+        handle = self._handles.get(pid.id)
+        if handle is None:
+            try:
+                handle = ray.get_actor(self.config.actor_name(pid.id), namespace=NAMESPACE)
+            except ValueError:
+                return None
+            self._handles[pid.id] = handle
+        return handle
+
+    def remember(self, pid: Pid) -> None:
+        if pid.handle is not None:
+            self._handles[pid.id] = pid.handle
+
+    def submit(self, dest: Pid, signal: Signal) -> bool:
+        """Send one signal; False if the target does not exist. Never blocks."""
+        handle = self.handle(dest)
+        if handle is None:
+            return False
+        method = handle.signal if isinstance(signal, SIGNAL_TYPES) else handle.deliver
+        with self._lock:
+            seq = self._seq.get(dest.id, 0) + 1
+            try:
+                method.remote(self.sender_id, seq, signal)
+            except (TypeError, ValueError) as exc:  # serialization failed: nothing was sent
+                raise UnpicklableMessage(
+                    f"message cannot be serialized: {type(exc).__name__}: {exc}"
+                ) from None
+            self._seq[dest.id] = seq
+        return True
+
+    def submit_watch(self, dest: Pid) -> Any | None:
+        """Start watching `dest`, in order with what this sender sent it before."""
+        handle = self.handle(dest)
+        if handle is None:
+            return None
+        with self._lock:
+            seq = self._seq.get(dest.id, 0) + 1
+            ref = handle.watch.remote(self.sender_id, seq)
+            self._seq[dest.id] = seq
+        return ref
+
+    def submit_call(self, dest: Pid, request: Any) -> Any | None:
+        """Start a call; the ObjectRef of the reply, or None if the target does not exist."""
+        handle = self.handle(dest)
+        if handle is None:
+            return None
+        with self._lock:
+            seq = self._seq.get(dest.id, 0) + 1
+            try:
+                ref = handle.call_in.remote(self.sender_id, seq, request)
+            except (TypeError, ValueError) as exc:
+                raise UnpicklableMessage(
+                    f"request cannot be serialized: {type(exc).__name__}: {exc}"
+                ) from None
+            self._seq[dest.id] = seq
+        return ref
