@@ -143,7 +143,8 @@ class Process:
             self._waiter.cancel()
         self.kernel.exited(self, reason)
         task = self._task
-        if task is not None and not task.done() and task is not asyncio.current_task():
+        if (task is not None and not task.done()
+                and task is not asyncio.current_task(task.get_loop())):
             task.cancel()
 
     def _check_alive(self) -> None:

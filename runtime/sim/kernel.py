@@ -15,7 +15,7 @@ import random
 import re
 from typing import Any
 
-from ..errors import CallExit, CallTimeout, NameTaken, NoProc
+from ..errors import BadArgument, CallExit, CallTimeout, NameTaken, NoProc
 from ..kernel import ProcessFn, SpawnOpts
 from ..messages import (
     Call,
@@ -50,8 +50,10 @@ def _describe(sig: Signal) -> str:
 class SimKernel:
     """Implements `Kernel` for all processes of one simulated cluster."""
 
-    def __init__(self, seed: int, *, trace: bool = True, check_pickle: bool = True) -> None:
+    def __init__(self, seed: int, nodes: tuple[str, ...], *, trace: bool = True,
+                 check_pickle: bool = True) -> None:
         self.seed = seed
+        self.nodes = nodes
         self.loop = SimLoop()
         self.rng = random.Random(f"sediment-sim-{seed}")
         self.net = Network(random.Random(f"sediment-net-{seed}"))
@@ -100,7 +102,9 @@ class SimKernel:
 
     def spawn_now(self, src: Process | None, fn: ProcessFn, args: tuple[Any, ...],
                   opts: SpawnOpts) -> Pid:
-        node = opts.node or "n1"
+        node = opts.node or self.nodes[0]
+        if node not in self.nodes:
+            raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
         if node in self.net.down:
             raise NoProc(f"node {node} is down")
         pid = Pid(node, str(next(self._ids)))

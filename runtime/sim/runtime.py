@@ -11,7 +11,7 @@ from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, MessageSignal
 from ..pid import Pid
 from ..process import Process, make_spawn_opts
-from ..reasons import KILL
+from ..reasons import KILL, SHUTDOWN
 from .kernel import DRIVER, SimKernel
 
 
@@ -29,7 +29,7 @@ class SimRuntime(Runtime):
         if not nodes:
             raise BadArgument("a runtime needs at least one node")
         self.nodes = tuple(nodes)
-        self.kernel = SimKernel(seed, trace=trace, check_pickle=check_pickle)
+        self.kernel = SimKernel(seed, self.nodes, trace=trace, check_pickle=check_pickle)
         self.loop = self.kernel.loop
 
     @property
@@ -127,6 +127,8 @@ class SimRuntime(Runtime):
         return self.loop.time()
 
     def shutdown(self) -> None:
-        for pid in reversed(list(self.kernel.procs)):
-            self.kernel.kill(None, pid)
+        """Stop every live process (their tasks are cancelled), then close the loop."""
+        for proc in reversed(list(self.kernel.procs.values())):
+            proc._finish(SHUTDOWN)
+        self.loop.run_until(lambda: False, max_steps=1_000_000)
         self.loop.close()
