@@ -27,6 +27,9 @@ class ProcessFailed(RuntimeErrorBase):
         self.pid = pid
         self.reason = reason
 
+    def __reduce__(self) -> Any:
+        return (type(self), (self.pid, self.reason))
+
 
 def outcome(pid: Pid, reason: Any, result: Any) -> Any:
     """The value `Runtime.run` returns for an ended process, or the error it raises."""

@@ -29,6 +29,9 @@ class NameTaken(RuntimeErrorBase):
         self.name = name
         self.holder = holder
 
+    def __reduce__(self) -> Any:
+        return (type(self), (self.name, self.holder))
+
 
 class NotRegistered(RuntimeErrorBase):
     """No live process is registered under this name."""
@@ -53,6 +56,9 @@ class CallExit(CallError):
         super().__init__(f"{target} exited during the call: {reason}")
         self.target = target
         self.reason = reason
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.target, self.reason))
 
 
 class ReceiveTimeout(RuntimeErrorBase):

@@ -1,0 +1,203 @@
+"""The supervisor process: a thin shell that feeds events to the pure core and acts.
+
+It traps exits, turns mailbox messages into core events (a child's EXIT, an API call,
+a scheduled retry, its parent's exit signal), and executes the effects: spawn and link a
+child, stop one (monitor, `shutdown` exit signal, wait, then kill), reply, schedule, log.
+Results of spawning and stopping go straight back into the core before any other
+message, as OTP's synchronous restarts require.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sediment import log
+from sediment.runtime.errors import ProcessExit, ReceiveTimeout
+from sediment.runtime.messages import Call, CallRef, Down, Exit
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+from sediment.runtime.reasons import KILL, SHUTDOWN, Error
+from sediment.supervision import core
+from sediment.supervision import protocol as p
+from sediment.supervision.requests import SUP, decode, which_children
+from sediment.supervision.spec import ChildSpec, ShutdownMode, SupFlags, validate_child_specs
+from sediment.supervision.starting import IGNORE, is_start_function
+
+_logger = log.get_logger("sediment.supervision")
+
+
+@dataclass(frozen=True)
+class _Scheduled:
+    """A core `Schedule` effect coming due in the supervisor's own mailbox."""
+
+    event: p.RetryRestart
+
+
+async def supervisor(ctx: Process, flags: SupFlags, specs: list[ChildSpec],
+                     report_to: Pid | None = None, seed: int = 0) -> None:
+    """Process entry: supervise `specs` under `flags` until stopped or escalating."""
+    state = core.init(flags, specs, seed)
+    ctx.trap_exit(True)
+    shell = _Shell(ctx, report_to)
+    pending: deque[p.Event] = deque([p.Start()])
+    while True:
+        event = pending.popleft() if pending else await shell.next_event()
+        if event is None:
+            continue
+        state, effects = core.step(state, event)
+        for effect in effects:
+            pending.extend(await shell.execute(effect))
+
+
+class _Shell:
+    def __init__(self, ctx: Process, report_to: Pid | None) -> None:
+        self.ctx = ctx
+        self.report_to = report_to
+        self.stop_waiters: list[CallRef] = []
+
+    async def next_event(self) -> p.Event | None:
+        ctx = self.ctx
+        msg = await ctx.receive()
+        if isinstance(msg, Exit):
+            if msg.pid == ctx.parent:
+                return p.StopRequest(msg.reason)
+            return p.ChildExit(msg.pid, msg.reason, ctx.now())
+        if isinstance(msg, _Scheduled):
+            return replace(msg.event, now=ctx.now())
+        if isinstance(msg, Call):
+            if isinstance(msg.request, tuple) and msg.request[:1] == (SUP,):
+                return self._api(msg)
+            ctx.reply(msg.from_, ("error", ("unknown_request", msg.request)))
+            return None
+        if not isinstance(msg, Down):  # Downs of already-stopped children are expected
+            _logger.warning("supervisor got an unexpected message", message=repr(msg))
+        return None
+
+    def _api(self, call: Call) -> p.Event | None:
+        op, arg = decode(call.request)
+        if op == "stop":
+            self.stop_waiters.append(call.from_)
+            return p.StopRequest(arg)
+        events: dict[str, Any] = {
+            "start_child": lambda: p.StartChildCall(arg, call.from_),
+            "terminate_child": lambda: p.TerminateChildCall(arg, call.from_),
+            "restart_child": lambda: p.RestartChildCall(arg, call.from_),
+            "delete_child": lambda: p.DeleteChildCall(arg, call.from_),
+            "which_children": lambda: p.WhichChildrenCall(call.from_),
+            "count_children": lambda: p.CountChildrenCall(call.from_),
+        }
+        make = events.get(op)
+        if make is None:
+            self.ctx.reply(call.from_, ("error", ("unknown_request", op)))
+            return None
+        event: p.Event = make()
+        return event
+
+    async def execute(self, effect: p.Effect) -> list[p.Event]:
+        """Carry out one effect; returns the result events the core must see next."""
+        ctx = self.ctx
+        if isinstance(effect, p.SpawnChild):
+            return [p.StartResult(effect.id, await self._spawn(effect))]
+        if isinstance(effect, p.StopChild):
+            reasons = await self._stop([effect.pid], effect.shutdown)
+            return [p.TerminateResult(effect.id, effect.pid, reasons[effect.pid])]
+        if isinstance(effect, p.StopChildren):
+            reasons = await self._stop([pid for _, pid in effect.children], effect.shutdown)
+            return [p.TerminateResult(key, pid, reasons[pid]) for key, pid in effect.children]
+        if isinstance(effect, p.Reply):
+            ctx.reply(effect.reply_to, effect.value)
+        elif isinstance(effect, p.Schedule):
+            ctx.send_after(effect.delay, ctx.self(), _Scheduled(effect.event))
+        elif isinstance(effect, p.Report):
+            self._report(effect)
+        elif isinstance(effect, p.Exit):
+            for waiter in self.stop_waiters:
+                ctx.reply(waiter, "ok")
+            raise ProcessExit(effect.reason)
+        return []
+
+    async def _spawn(self, effect: p.SpawnChild) -> p.StartOutcome:
+        try:
+            if is_start_function(effect.fn):
+                got = await effect.fn(self.ctx, *effect.args)
+                if got is IGNORE or isinstance(got, p.StartIgnore):
+                    return p.IGNORE
+                if not isinstance(got, Pid):
+                    return p.StartError(("bad_start_return", repr(got)))
+                return p.StartOk(got)
+            pid = await self.ctx.spawn(effect.fn, *effect.args, link=True,
+                                       label=str(effect.id))
+            return p.StartOk(pid)
+        except Exception as exc:  # noqa: BLE001 - a failed start is data for the core
+            return p.StartError(Error.from_exception(exc))
+
+    async def _stop(self, pids: list[Pid], shutdown: ShutdownMode) -> dict[Pid, Any]:
+        """OTP's shutdown: monitor, unlink, signal, wait for DOWN (kill at the deadline)."""
+        ctx = self.ctx
+        refs = {ctx.monitor(pid): pid for pid in pids}
+        for pid in pids:
+            ctx.unlink(pid)
+            ctx.exit(pid, KILL if shutdown == "brutal_kill" else SHUTDOWN)
+        reasons: dict[Pid, Any] = {}
+        timeout = None if shutdown in ("brutal_kill", "infinity") else float(shutdown)
+        deadline = None if timeout is None else ctx.now() + timeout
+        killed = False
+        while len(reasons) < len(pids):
+            left = None if deadline is None else max(0.0, deadline - ctx.now())
+            try:
+                down = await ctx.receive(lambda m: isinstance(m, Down) and m.ref in refs,
+                                         timeout=left)
+            except ReceiveTimeout:
+                if killed:  # a kill is always answered; keep waiting for it
+                    deadline = None
+                    continue
+                for pid in pids:
+                    if pid not in reasons:
+                        ctx.exit(pid, KILL)
+                killed, deadline = True, None
+                continue
+            reasons[refs[down.ref]] = down.reason
+        for pid in pids:  # drop an EXIT that raced the unlink (OTP's unlink_flush)
+            try:
+                await ctx.receive(lambda m, pid=pid: isinstance(m, Exit) and m.pid == pid,
+                                  timeout=0)
+            except ReceiveTimeout:
+                pass
+        return reasons
+
+    def _report(self, effect: p.Report) -> None:
+        level = "info" if effect.kind in ("child_terminated", "restart_backoff") else "error"
+        getattr(_logger, level)("supervisor report", kind=effect.kind,
+                                **{k: repr(v) for k, v in effect.data.items()})
+        if self.report_to is not None:
+            self.ctx.send(self.report_to, ("supervisor_report", self.ctx.self(), effect.kind,
+                                           dict(effect.data)))
+
+
+async def start_link(ctx: Process, flags: SupFlags, specs: list[ChildSpec], *,
+                     node: str | None = None, name: str | None = None,
+                     report_to: Pid | None = None, timeout: float = 120.0) -> Pid:
+    """Start a supervisor linked to the caller; returns once all its children started.
+
+    Bad flags or specs raise InvalidSupFlags / InvalidChildSpec here, before anything
+    is spawned. A child that fails to start makes the supervisor exit; the caller gets
+    that exit (CallExit here, and the link's exit signal).
+    """
+    validate_child_specs(flags, specs)
+    pid = await ctx.spawn(supervisor, flags, list(specs), report_to, node=node, name=name,
+                          link=True, label="supervisor")
+    await ctx.call(pid, which_children(), timeout=timeout)
+    return pid
+
+
+def start_top(rt: Any, flags: SupFlags, specs: list[ChildSpec], *, name: str = "top",
+              node: str | None = None, report_to: Pid | None = None,
+              timeout: float = 120.0) -> Pid:
+    """Start the cluster's top supervisor from the driver, registered under `name`."""
+    validate_child_specs(flags, specs)
+    pid: Pid = rt.spawn(supervisor, flags, list(specs), report_to, node=node, name=name,
+                        label=f"supervisor:{name}")
+    rt.call(pid, which_children(), timeout=timeout)
+    return pid
