@@ -59,7 +59,9 @@ def rt(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
-        runtime = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0)
+        # No warm pool here: a fresh cluster per test would pay for idle actors it
+        # never uses. The pool has its own test.
+        runtime = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0)
     else:
         runtime = api.start("sim", seed=request.node.nodeid.__len__(), nodes=("n1", "n2", "n3"))
     yield runtime

@@ -553,3 +553,22 @@ def test_teardown_leaves_no_actor_behind() -> None:
                 if a["name"].startswith(rt.cluster)]
 
     assert eventually(rt, lambda: not ours(), timeout=30), ours()
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_warm_pool_serves_spawns_and_refills() -> None:
+    import ray
+
+    from sediment.runtime import api
+
+    rt = api.start("ray", nodes=("n1", "n2"), warm_pool=2)
+    try:
+        pools = lambda: ray.get(rt.registry.warm.remote())  # noqa: E731 - idempotent refill
+        assert eventually(rt, lambda: pools() == {"n1": 2, "n2": 2}, timeout=60)
+        warm = ray.get(rt.registry.pooled.remote())
+        pid = rt.spawn(echo, node="n2")
+        assert rt.call(pid, 1) == ("echo", 1)
+        assert pid.id == warm["n2"][0]  # the spawn took the oldest warm actor
+        assert eventually(rt, lambda: pools() == {"n1": 2, "n2": 2}, timeout=60)
+    finally:
+        rt.shutdown()

@@ -95,9 +95,6 @@ class Driver:
         self.n = 0
         if start:
             self.feed(Start())
-        if strategy == "simple_one_for_one":
-            for i in range(dynamic):
-                self.feed(StartChildCall((i,), "r"))
 
     # -- the shell's side of the contract --
 

@@ -1,8 +1,13 @@
-"""The cluster's registry actor: registered names and the table of live processes.
+"""The cluster's registry actor: registered names, live processes, warm actors.
 
 It follows every process through the long-running `run()` call, so a name is freed and
 the process forgotten however the process ended (a normal exit, ray.kill, a lost node).
 The table is also what teardown uses to leave no actor behind.
+
+Starting a Ray actor costs a new worker process (most of a second here), which would
+dominate restart latency. So the registry keeps `warm_pool` idle, already-started
+process actors per logical node; a spawn takes one (one call) and the registry starts
+a replacement in the background.
 """
 
 from __future__ import annotations
@@ -24,6 +29,48 @@ class Registry:
         self.procs: dict[str, Pid] = {}
         self.ever: dict[str, Pid] = {}  # every actor started, for teardown (zombies included)
         self._followers: dict[str, asyncio.Task[Any]] = {}
+        self.pool: dict[str, list[Pid]] = {node: [] for node in config.node_map}
+        self._warming: dict[str, int] = {node: 0 for node in config.node_map}
+        self._me: Any = None
+
+    async def warm(self) -> dict[str, int]:
+        """Fill the warm pools; returns their sizes (call once after creation)."""
+        self._me = ray.get_runtime_context().current_actor
+        for node in self.pool:
+            self._replenish(node)
+        return {node: len(p) for node, p in self.pool.items()}
+
+    async def pooled(self) -> dict[str, list[str]]:
+        """Ids of the warm actors per node (for status and tests)."""
+        return {node: [p.id for p in pool] for node, pool in self.pool.items()}
+
+    async def checkout(self, node: str) -> Pid | None:
+        """An idle process actor on `node`, or None when the pool is empty."""
+        pool = self.pool.get(node)
+        pid = pool.pop(0) if pool else None
+        if node in self.pool:
+            self._replenish(node)
+        return pid
+
+    def _replenish(self, node: str) -> None:
+        if self._me is None:
+            return
+        while len(self.pool[node]) + self._warming[node] < self.config.warm_pool:
+            self._warming[node] += 1
+            asyncio.get_running_loop().create_task(self._warm_one(node))
+
+    async def _warm_one(self, node: str) -> None:
+        from .spawning import create_actor  # spawning imports the actor module
+
+        pid = create_actor(self.config, node, self._me)
+        self.ever[pid.id] = pid
+        try:
+            await pid.handle.ping.remote()
+            self.pool[node].append(pid)
+        except Exception:  # noqa: BLE001 - a warm actor that died is simply not pooled
+            pass
+        finally:
+            self._warming[node] -= 1
 
     async def track(self, pid: Pid) -> None:
         self._track(pid)
@@ -84,7 +131,9 @@ def registry_name(config: ClusterConfig) -> str:
 
 
 def start_registry(config: ClusterConfig) -> Any:
-    return Registry.options(  # type: ignore[attr-defined]
+    registry = Registry.options(  # type: ignore[attr-defined]
         name=registry_name(config), namespace=NAMESPACE, lifetime="detached",
         get_if_exists=True,
     ).remote(config)
+    registry.warm.remote()
+    return registry

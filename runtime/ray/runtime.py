@@ -64,13 +64,15 @@ class RayRuntime(Runtime):
 
     def __init__(self, nodes: tuple[str, ...] | list[str] = ("n1", "n2", "n3"),
                  cluster: str | None = None, address: str | None = None,
-                 reap_delay: float = 2.0) -> None:
+                 reap_delay: float = 2.0, warm_pool: int = 1) -> None:
         if not nodes:
             raise BadArgument("a runtime needs at least one node")
         ensure_ray(address)
         self.nodes = tuple(nodes)
+        if warm_pool < 0:
+            raise BadArgument(f"warm_pool must be >= 0, got {warm_pool}")
         self.config = ClusterConfig(cluster or f"c{uuid.uuid4().hex[:8]}",
-                                    place_nodes(self.nodes), reap_delay)
+                                    place_nodes(self.nodes), reap_delay, warm_pool)
         self.registry = start_registry(self.config)
         self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
 

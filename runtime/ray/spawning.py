@@ -24,12 +24,10 @@ def _unwrap(exc: RayTaskError) -> BaseException:
     return inner if isinstance(inner, BaseException) else cause
 
 
-def _create(config: ClusterConfig, registry: Any, opts: SpawnOpts) -> Pid:
+def create_actor(config: ClusterConfig, node: str, registry: Any) -> Pid:
+    """A new, idle process actor on `node` (its pid is fixed now)."""
     from .actor import ProcessActor  # the actor module imports this one
 
-    node = opts.node or next(iter(config.node_map))
-    if node not in config.node_map:
-        raise BadArgument(f"unknown node {node!r}; this runtime has {list(config.node_map)}")
     pid = Pid(node, uuid.uuid4().hex[:12])
     handle = ProcessActor.options(**actor_options(config, pid)).remote(
         config, pid.node, pid.id, registry
@@ -37,9 +35,21 @@ def _create(config: ClusterConfig, registry: Any, opts: SpawnOpts) -> Pid:
     return Pid(pid.node, pid.id, handle)
 
 
+def _node(config: ClusterConfig, opts: SpawnOpts) -> str:
+    node = opts.node or next(iter(config.node_map))
+    if node not in config.node_map:
+        raise BadArgument(f"unknown node {node!r}; this runtime has {list(config.node_map)}")
+    return node
+
+
 async def spawn_async(config: ClusterConfig, registry: Any, fn: ProcessFn,
                       args: tuple[Any, ...], opts: SpawnOpts, parent: Pid | None) -> Pid:
-    pid = _create(config, registry, opts)
+    node = _node(config, opts)
+    pid = None
+    if config.warm_pool:
+        pid = await registry.checkout.remote(node)
+    if pid is None:
+        pid = create_actor(config, node, registry)
     try:
         await pid.handle.start.remote(fn, args, opts, parent)
     except RayTaskError as exc:
@@ -50,7 +60,12 @@ async def spawn_async(config: ClusterConfig, registry: Any, fn: ProcessFn,
 
 def spawn_sync(config: ClusterConfig, registry: Any, fn: ProcessFn, args: tuple[Any, ...],
                opts: SpawnOpts, parent: Pid | None, timeout: float = 120.0) -> Pid:
-    pid = _create(config, registry, opts)
+    node = _node(config, opts)
+    pid = None
+    if config.warm_pool:
+        pid = ray.get(registry.checkout.remote(node), timeout=timeout)
+    if pid is None:
+        pid = create_actor(config, node, registry)
     try:
         ray.get(pid.handle.start.remote(fn, args, opts, parent), timeout=timeout)
     except RayTaskError as exc:

@@ -32,6 +32,7 @@ class ClusterConfig:
     cluster: str
     node_map: dict[str, str] = field(default_factory=dict)  # logical node -> Ray node id
     reap_delay: float = 2.0
+    warm_pool: int = 1  # idle, already-started actors kept per logical node
 
     def actor_name(self, pid_id: str) -> str:
         return f"{self.cluster}:{pid_id}"

@@ -1,0 +1,266 @@
+"""Runtime benchmark: the mailbox layer against raw Ray actor calls, in one run.
+
+Patterns (every sender and receiver is an async Ray actor on both sides):
+  1:1 async   one sender submits N messages; done when the receiver processed all N
+              (raw: N actor calls, then await them all; ours: N `send`s, then one `call`,
+              which per-sender FIFO answers after the N messages)
+  1:1 sync    N sequential round trips (raw: `await actor.m.remote()`; ours: `ctx.call`)
+  n:n async   k senders x k receivers, round-robin, all at once
+plus restart latency on Ray (ray.kill of a supervised child until its replacement answers
+a call) and simulation throughput (messages per second of the sim backend).
+
+Usage: python benchmarks/runtime_bench.py [--n 3000] [--repeat 3] [--restarts 20] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("SEDIMENT_LOG_LEVEL", "error")
+
+import ray  # noqa: E402
+
+from sediment.runtime import api  # noqa: E402
+from sediment.runtime.messages import Call  # noqa: E402
+from sediment.runtime.pid import Pid  # noqa: E402
+from sediment.runtime.process import Process  # noqa: E402
+from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top  # noqa: E402
+
+# --- raw Ray baseline ---------------------------------------------------------------------
+
+
+@ray.remote(num_cpus=0)
+class RawSink:
+    async def small(self, x: Any) -> bytes:
+        return b"ok"
+
+
+@ray.remote(num_cpus=0)
+class RawSender:
+    async def fire(self, sinks: list[Any], n: int) -> float:
+        t0 = time.perf_counter()
+        refs = [sinks[i % len(sinks)].small.remote(i) for i in range(n)]
+        await asyncio.gather(*refs)
+        return time.perf_counter() - t0
+
+    async def roundtrips(self, sink: Any, n: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(n):
+            await sink.small.remote(i)
+        return time.perf_counter() - t0
+
+
+# --- the same patterns through the runtime ---------------------------------------------------
+
+
+async def sink_proc(ctx: Process) -> None:
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, Call):
+            ctx.reply(msg.from_, b"ok")
+
+
+async def fire_proc(ctx: Process, sinks: list[Pid], n: int) -> float:
+    t0 = time.perf_counter()
+    for i in range(n):
+        ctx.send(sinks[i % len(sinks)], i)
+    for sink in sinks:
+        await ctx.call(sink, "sync", timeout=300)
+    return time.perf_counter() - t0
+
+
+async def call_proc(ctx: Process, sink: Pid, n: int) -> float:
+    t0 = time.perf_counter()
+    for i in range(n):
+        await ctx.call(sink, i, timeout=60)
+    return time.perf_counter() - t0
+
+
+async def started(ctx: Process, *args: Any) -> str:
+    return "ready"
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+def raw_rates(n: int, k: int) -> dict[str, float]:
+    sinks = [RawSink.remote() for _ in range(k)]
+    senders = [RawSender.remote() for _ in range(k)]
+    ray.get([s.small.remote(0) for s in sinks])
+    ray.get([s.roundtrips.remote(sinks[0], 1) for s in senders])
+    one = ray.get(senders[0].fire.remote([sinks[0]], n))
+    sync = ray.get(senders[0].roundtrips.remote(sinks[0], n))
+    t0 = time.perf_counter()
+    ray.get([s.fire.remote(sinks, n) for s in senders])
+    many = time.perf_counter() - t0
+    for actor in sinks + senders:
+        ray.kill(actor)
+    return {"1:1 async": n / one, "1:1 sync": n / sync, "n:n async": k * n / many}
+
+
+def our_rates(rt: Any, n: int, k: int) -> dict[str, float]:
+    sinks = [rt.spawn(sink_proc, node=rt.nodes[i % len(rt.nodes)]) for i in range(k)]
+    one = rt.run(fire_proc, [sinks[0]], n, timeout=600)
+    sync = rt.run(call_proc, sinks[0], n, timeout=600)
+    senders = [rt.spawn(_wait_then_fire, sinks, n, node=rt.nodes[i % len(rt.nodes)])
+               for i in range(k)]
+    t0 = time.perf_counter()
+    for s in senders:
+        rt.send(s, "go")
+    for s in senders:
+        rt.call(s, "done?", timeout=600)
+    many = time.perf_counter() - t0
+    for pid in sinks + senders:
+        rt.kill(pid)
+    return {"1:1 async": n / one, "1:1 sync": n / sync, "n:n async": k * n / many}
+
+
+async def _wait_then_fire(ctx: Process, sinks: list[Pid], n: int) -> None:
+    await ctx.receive(lambda m: m == "go")
+    await fire_proc(ctx, sinks, n)
+    msg = await ctx.receive(Call)
+    ctx.reply(msg.from_, "done")
+
+
+class Echo:
+    pass
+
+
+async def echo_server(ctx: Process) -> None:
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, Call):
+            ctx.reply(msg.from_, "pong")
+
+
+def restart_latencies(rt: Any, restarts: int) -> list[float]:
+    spec = ChildSpec("victim", (Spawn(echo_server, name="victim", node=rt.nodes[-1]), ()))
+    start_top(rt, SupFlags(intensity=restarts + 10, period=1), [spec], name="bench-top")
+    samples = []
+    for _ in range(restarts):
+        old = rt.whereis("victim")
+        while old is None:
+            time.sleep(0.005)
+            old = rt.whereis("victim")
+        t0 = time.perf_counter()
+        rt.kill(old)
+        while True:
+            new = rt.whereis("victim")
+            if new is not None and new != old:
+                try:
+                    rt.call(new, "ping", timeout=10)
+                    break
+                except Exception:  # noqa: BLE001 - not answering yet
+                    pass
+            time.sleep(0.002)
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def _blast(ctx: Process, n: int) -> None:
+    sink = await ctx.spawn(_count_sink, n, ctx.self())
+    for i in range(n):
+        ctx.send(sink, i)
+    await ctx.receive(lambda m: m == "done")
+
+
+async def _count_sink(ctx: Process, n: int, parent: Pid) -> None:
+    for _ in range(n):
+        await ctx.receive()
+    ctx.send(parent, "done")
+
+
+async def _ping_pong(ctx: Process, n: int) -> None:
+    peer = await ctx.spawn(_ponger, node="n2")
+    me = ctx.self()
+    for i in range(n):
+        ctx.send(peer, (me, i))
+        await ctx.receive()
+
+
+async def _ponger(ctx: Process) -> None:
+    while True:
+        sender, i = await ctx.receive()
+        ctx.send(sender, i)
+
+
+def sim_rates(n: int) -> dict[str, float]:
+    out = {}
+    for label, kwargs in (("sim one-way (defaults: trace, pickle check)", {}),
+                          ("sim one-way (trace off)", {"trace": False, "check_pickle": False})):
+        rt = api.start("sim", seed=1, **kwargs)
+        t0 = time.perf_counter()
+        rt.run(_blast, n, timeout=1e9)
+        out[label] = n / (time.perf_counter() - t0)
+        rt.shutdown()
+    rt = api.start("sim", seed=1, trace=False, check_pickle=False)
+    t0 = time.perf_counter()
+    rt.run(_ping_pong, n // 2, timeout=1e9)
+    out["sim ping-pong, cross-node (trace off)"] = n / (time.perf_counter() - t0)
+    rt.shutdown()
+    return out
+
+
+def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=3000, help="messages per pattern")
+    parser.add_argument("--k", type=int, default=2, help="senders/receivers for n:n")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--restarts", type=int, default=20)
+    parser.add_argument("--sim-n", type=int, default=200_000)
+    parser.add_argument("--markdown", action="store_true", help="print a README table")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+
+    print(f"ray {ray.__version__}, {os.cpu_count()} cores; n={args.n}, k={args.k}, "
+          f"repeat={args.repeat}", flush=True)
+    rt = api.start("ray", nodes=("n1", "n2"))
+    rt.run(started)  # warm up worker processes and imports
+    raw_runs, our_runs = [], []
+    for i in range(args.repeat):
+        raw_runs.append(raw_rates(args.n, args.k))
+        our_runs.append(our_rates(rt, args.n, args.k))
+        print(f"  round {i + 1}: raw {raw_runs[-1]}\n           ours {our_runs[-1]}", flush=True)
+    raw, ours = median_of(raw_runs), median_of(our_runs)
+    lat = sorted(restart_latencies(rt, args.restarts))
+    rt.shutdown()
+    sim = sim_rates(args.sim_n)
+
+    rows = [(k, raw[k], ours[k], ours[k] / raw[k], ">= 0.8x") for k in raw]
+    p50 = statistics.median(lat)
+    p95 = lat[int(0.95 * (len(lat) - 1))]
+    results = {"throughput": rows, "restart_s": {"p50": p50, "p95": p95, "max": lat[-1]},
+               "sim": sim}
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print("\n| pattern | raw Ray (msg/s) | Sediment (msg/s) | ratio | target |")
+    print("|---|---:|---:|---:|---|")
+    for name, r, o, ratio, target in rows:
+        ok = "ok" if ratio >= 0.8 else "MISSED"
+        print(f"| {name} | {r:,.0f} | {o:,.0f} | {ratio:.2f}x | {target} {ok} |")
+    ok = "ok" if p50 < 1.0 else "MISSED"
+    print(f"| restart on Ray (ray.kill -> replacement answers), n={len(lat)} | | "
+          f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms "
+          f"| | p50 < 1 s {ok} |")
+    for name, rate in sim.items():
+        ok = "ok" if rate >= 100_000 else "MISSED"
+        print(f"| {name} | | {rate:,.0f} msg/s | | >= 100k {ok} |")
+
+
+if __name__ == "__main__":
+    main()
