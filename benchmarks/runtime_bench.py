@@ -168,7 +168,7 @@ def restart_latencies(rt: Any, restarts: int) -> list[float]:
 
 
 async def _blast(ctx: Process, n: int) -> None:
-    sink = await ctx.spawn(_count_sink, n, ctx.self())
+    sink = await ctx.spawn(_count_sink, n, ctx.self(), mailbox_capacity=n + 10)
     for i in range(n):
         ctx.send(sink, i)
     await ctx.receive(lambda m: m == "done")

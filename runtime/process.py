@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import pickle
 from collections.abc import Hashable
 from typing import Any
 
@@ -28,7 +27,6 @@ from .errors import (
     NoProc,
     ProcessExit,
     ReceiveTimeout,
-    UnpicklableMessage,
 )
 from .failpoints import Failpoint
 from .kernel import DEFAULT_CALL_TIMEOUT, Kernel, ProcessFn, SpawnOpts
@@ -53,14 +51,6 @@ from .reasons import KILL, KILLED, NORMAL, Error
 
 _TIMED_OUT = object()
 _logger = log.get_logger("sediment.runtime")
-
-
-def check_picklable(msg: Any) -> None:
-    """Refuse a message that cannot cross a process boundary, before anything is sent."""
-    try:
-        pickle.dumps(msg, protocol=5)
-    except Exception as exc:
-        raise UnpicklableMessage(f"message cannot be serialized: {type(exc).__name__}: {exc}") from None
 
 
 def check_timeout(timeout: float | None) -> None:
@@ -200,7 +190,8 @@ class Process:
         try:
             self._mailbox.put(msg)
         except MailboxOverflow as exc:
-            _logger.error("mailbox overflow: process fails", capacity=self._mailbox.capacity)
+            _logger.error("mailbox overflow: process fails", receiver=str(self.pid),
+                          capacity=self._mailbox.capacity)
             self._finish(Error.from_exception(exc))
             return
         waiter = self._waiter
@@ -504,4 +495,4 @@ def make_spawn_opts(node: str, link_to: Pid | None, name: str | None, trap_exit:
                      failpoints=dict(failpoints or {}), **kwargs)
 
 
-__all__ = ["Process", "Call", "Cast", "Exit", "Down", "check_picklable"]
+__all__ = ["Process", "Call", "Cast", "Exit", "Down"]

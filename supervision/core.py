@@ -302,6 +302,8 @@ def _exec_stop_dynamic(s: SupervisorState, fx: list[Effect]) -> None:
 def _on_result(s: SupervisorState, event: Event, fx: list[Effect]) -> None:
     w = s.waiting
     if isinstance(w, _Start) and isinstance(event, StartResult) and event.id == w.key:
+        if not _valid_outcome(event.outcome):
+            raise SupervisorProtocolError(f"not a start outcome: {event.outcome!r}")
         s.waiting = None
         _STARTED[w.why](s, w, event.outcome, fx)
     elif isinstance(w, _Stop) and isinstance(event, TerminateResult) and event.id == w.key:
@@ -317,6 +319,12 @@ def _on_result(s: SupervisorState, event: Event, fx: list[Effect]) -> None:
         _stopped(s, event, fx)
     else:
         raise SupervisorProtocolError(f"awaiting the result of {w!r}, got {event!r}")
+
+
+def _valid_outcome(outcome: object) -> bool:
+    if isinstance(outcome, StartOk):
+        return isinstance(outcome.pid, Pid)
+    return isinstance(outcome, StartIgnore | StartError)
 
 
 def _stopped(s: SupervisorState, event: TerminateResult, fx: list[Effect]) -> None:

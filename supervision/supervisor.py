@@ -9,6 +9,7 @@ message, as OTP's synchronous restarts require.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
@@ -159,12 +160,11 @@ class _Shell:
                 killed, deadline = True, None
                 continue
             reasons[refs[down.ref]] = down.reason
-        for pid in pids:  # drop an EXIT that raced the unlink (OTP's unlink_flush)
-            try:
-                await ctx.receive(lambda m, pid=pid: isinstance(m, Exit) and m.pid == pid,
-                                  timeout=0)
-            except ReceiveTimeout:
-                pass
+        for pid in pids:  # an EXIT that raced the unlink holds the real reason (unlink_flush)
+            with contextlib.suppress(ReceiveTimeout):
+                queued = await ctx.receive(
+                    lambda m, pid=pid: isinstance(m, Exit) and m.pid == pid, timeout=0)
+                reasons[pid] = queued.reason
         return reasons
 
     def _report(self, effect: p.Report) -> None:

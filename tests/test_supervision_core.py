@@ -849,6 +849,10 @@ def test_contract_violations_raise() -> None:
         step(waiting, WhichChildrenCall("r"))
     with pytest.raises(SupervisorProtocolError, match="awaiting"):
         step(waiting, StartResult("b", StartOk(Pid("n", "1"))))
+    with pytest.raises(SupervisorProtocolError, match="not a start outcome"):
+        step(waiting, StartResult("a", ("ok", Pid("n", "1"))))  # type: ignore[arg-type]
+    with pytest.raises(SupervisorProtocolError, match="not a start outcome"):
+        step(waiting, StartResult("a", StartOk("p1")))  # type: ignore[arg-type]
     s1, _ = step(waiting, StartResult("a", StartOk(Pid("n", "1"))))
     with pytest.raises(SupervisorProtocolError, match="already belongs"):
         step(s1, StartResult("b", StartOk(Pid("n", "1"))))
@@ -1166,6 +1170,11 @@ class SupervisorMachine(RuleBasedStateMachine):
         else:
             keys = list(self.d.state.children) + IDS + [DynId(self.d.state.next_dyn)]
             self.d.script(data.draw(st.sampled_from(keys)), result)
+
+    @precondition(lambda self: self.running() and bool(self.live()))
+    @rule(data=st.data(), reason=st.sampled_from([KILLED, NORMAL, "stuck"]))
+    def child_will_stop_badly(self, data: st.DataObject, reason: Any) -> None:
+        self.d.stop_reasons[data.draw(st.sampled_from(self.live()))] = reason
 
     @precondition(lambda self: self.running())
     @rule(

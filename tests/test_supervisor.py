@@ -69,6 +69,7 @@ def test_one_for_all_stops_in_reverse_then_starts_in_order(rt: Any) -> None:
 def test_shutdown_stops_children_in_reverse_start_order(rt: Any) -> None:
     sup, sink, _ = three(rt, "one_for_one")
     assert rt.call(sup, requests.stop(), timeout=30) == "ok"
+    assert eventually(rt, lambda: len(events(rt, sink, "terminated")) == 3)
     assert [(e[1], e[2]) for e in events(rt, sink, "terminated")] == [
         ("c", SHUTDOWN), ("b", SHUTDOWN), ("a", SHUTDOWN)]
     assert eventually(rt, lambda: not rt.is_alive(sup))

@@ -116,6 +116,11 @@ class ProcessActor:
     async def deliver(self, sender: str, seq: int, sig: Signal) -> None:
         self._accept(sender, seq, sig)
 
+    async def deliver_batch(self, sender: str, first_seq: int, sigs: list[Signal]) -> None:
+        """Several signals from one sender, numbered first_seq, first_seq + 1, ..."""
+        for i, sig in enumerate(sigs):
+            self._accept(sender, first_seq + i, sig)
+
     @ray.method(concurrency_group="signals")
     async def signal(self, sender: str, seq: int, sig: Signal) -> None:
         loop = self._loop

@@ -24,7 +24,7 @@ from ..messages import CallRef, DownSignal, ExitSignal, ReplySignal, Signal
 from ..pid import Pid, Ref
 from ..reasons import NOPROC
 from .spawning import spawn_async
-from .transport import ClusterConfig, Transport, classify_death
+from .transport import BatchingTransport, ClusterConfig, classify_death
 
 if TYPE_CHECKING:
     from ..process import Process
@@ -48,7 +48,7 @@ class RayKernel:
         self.config = config
         self.me = me
         self.registry = registry
-        self.transport = Transport(config, me.id)
+        self.transport = BatchingTransport(config, me.id)
         self._inject = inject
         self._on_exit = on_exit
         self._watches: dict[tuple[Pid, Ref | None], asyncio.Task[Any]] = {}
@@ -138,6 +138,7 @@ class RayKernel:
         os._exit(1)  # a crash: no cleanup, no flush, exactly like a killed OS process
 
     def exited(self, proc: Process, reason: Any) -> None:
+        self.transport.flush()  # what it sent before it ended goes out before its exit
         for task in self._watches.values():
             task.cancel()
         self._watches.clear()

@@ -27,7 +27,8 @@ from ..messages import (
     Signal,
 )
 from ..pid import Pid, Ref
-from ..process import Process, check_picklable
+from ..process import Process
+from ..serialization import check_serializable
 from ..reasons import KILLED, NOCONNECTION, NOPROC
 from .loop import SimLoop
 from .network import Network
@@ -47,6 +48,14 @@ def _describe(sig: Signal) -> str:
     return _ADDRESS.sub("", text)
 
 
+def _format_row(row: tuple[Any, ...]) -> str:
+    if len(row) == 2:
+        return f"{row[0]:.6f} {row[1]}"
+    at, src, dest, sig, delay = row
+    fate = "lost" if delay is None else f"+{delay:.6f}"
+    return f"{at:.6f} send {src}->{dest} {type(sig).__name__} {_describe(sig)} {fate}"
+
+
 class SimKernel:
     """Implements `Kernel` for all processes of one simulated cluster."""
 
@@ -62,9 +71,10 @@ class SimKernel:
         self.watchers: dict[Pid, dict[tuple[Pid, Ref | None, str], None]] = {}
         self.results: dict[Pid, tuple[Any, Any]] = {}  # pid -> (reason, result) of ended processes
         self._ids = itertools.count(1)
-        self._last_arrival: dict[tuple[Pid, Pid], float] = {}
+        # per (src, dest): when its last signal arrives, and whether via the timer heap
+        self._last_arrival: dict[tuple[Pid, Pid], tuple[float, bool]] = {}
         self.trace_enabled = trace
-        self.trace: list[str] = []
+        self._trace_rows: list[tuple[Any, ...]] = []
         self.check_pickle = check_pickle
 
     # --- Kernel interface ---------------------------------------------------------------
@@ -74,12 +84,12 @@ class SimKernel:
 
     def deliver(self, src: Process | None, dest: Pid, signal: Signal) -> None:
         if self.check_pickle and isinstance(signal, MessageSignal):
-            check_picklable(signal.payload)
+            check_serializable(signal.payload)
         self._route(src.pid if src is not None else DRIVER, dest, signal)
 
     async def call(self, src: Process, dest: Pid, request: Any, timeout: float | None) -> Any:
         if self.check_pickle:
-            check_picklable(request)
+            check_serializable(request)
         if dest not in self.procs:
             raise NoProc(f"no process {dest}")
         ref, fut = src.pending_call()
@@ -228,18 +238,24 @@ class SimKernel:
             delay: float | None = 0.0
         else:
             delay = self.net.route(src.node, dest.node)
+        loop = self.loop
+        now = loop._now
         if self.trace_enabled:
-            fate = "lost" if delay is None else f"+{delay:.6f}"
-            self._trace(f"send {src}->{dest} {type(sig).__name__} {_describe(sig)} {fate}")
+            self._trace_rows.append((now, src, dest, sig, delay))
         if delay is None:
             return
         key = (src, dest)
-        at = self.loop.time() + delay
-        last = self._last_arrival.get(key, 0.0)
-        if at < last:
-            at = last
-        self._last_arrival[key] = at
-        self.loop.call_at(at, self._arrive, src, dest, sig, False)
+        at = now + delay
+        last = self._last_arrival.get(key)
+        if last is not None and at <= last[0]:
+            at = last[0]
+        elif delay == 0.0 and (last is None or last[0] < now or not last[1]):
+            # nothing of this pair waits in the timer heap: the ready queue keeps FIFO
+            self._last_arrival[key] = (now, False)
+            loop.call_soon(self._arrive, src, dest, sig, False)
+            return
+        self._last_arrival[key] = (at, True)
+        loop.call_at(at, self._arrive, src, dest, sig, False)
 
     def _arrive(self, src: Pid, dest: Pid, sig: Signal, direct: bool) -> None:
         if not direct and src.node != "driver" and not self.net.connected(src.node, dest.node):
@@ -251,4 +267,12 @@ class SimKernel:
 
     def _trace(self, line: str) -> None:
         if self.trace_enabled:
-            self.trace.append(f"{self.loop.time():.6f} {line}")
+            self._trace_rows.append((self.loop.time(), line))
+
+    @property
+    def trace(self) -> list[str]:
+        """One line per event: spawns, sends (with delay or loss), exits, faults.
+
+        Rows are kept raw and formatted here, so tracing costs little while running.
+        """
+        return [_format_row(row) for row in self._trace_rows]

@@ -54,15 +54,15 @@ class Network:
         self.partitions.clear()
 
     def connected(self, a: str, b: str) -> bool:
-        if a in self.down or b in self.down:
+        if self.down and (a in self.down or b in self.down):
             return False
-        return a == b or frozenset((a, b)) not in self.partitions
+        return a == b or not self.partitions or frozenset((a, b)) not in self.partitions
 
     def route(self, src: str, dst: str) -> float | None:
         """Delay for one message from node src to node dst, or None if it is lost."""
         if not self.connected(src, dst):
             return None
-        fault = self.faults.get((src, dst)) or self.faults.get((src, "*"))
+        fault = (self.faults.get((src, dst)) or self.faults.get((src, "*"))) if self.faults else None
         if fault is not None:
             if fault.drop and self.rng.random() < fault.drop:
                 return None

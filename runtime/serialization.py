@@ -1,0 +1,39 @@
+"""Checking that a message can cross a process boundary, cheaply.
+
+A message that cannot be serialized must be refused at `send` with a typed error and
+nothing sent. Plain data (numbers, strings, pids, and tuples/lists of them) is accepted
+without serializing it; anything else is tried with pickle, then cloudpickle (which also
+handles closures and lambdas, as Ray does).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from .errors import UnpicklableMessage
+from .pid import Pid, Ref
+
+_PLAIN = (int, float, str, bytes, bool, type(None), Pid, Ref)
+
+
+def check_serializable(value: Any, depth: int = 0) -> None:
+    """Raise UnpicklableMessage if `value` cannot be sent to another process."""
+    if isinstance(value, _PLAIN):
+        return
+    if depth < 3 and type(value) in (tuple, list):
+        for item in value:
+            check_serializable(item, depth + 1)
+        return
+    try:
+        pickle.dumps(value, protocol=5)
+        return
+    except Exception:  # noqa: BLE001 - cloudpickle may still manage it
+        pass
+    from ray import cloudpickle  # only reached for values plain pickle refuses
+
+    try:
+        cloudpickle.dumps(value)
+    except Exception as exc:  # noqa: BLE001
+        raise UnpicklableMessage(
+            f"message cannot be serialized: {type(exc).__name__}: {exc}") from None
