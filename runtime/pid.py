@@ -23,6 +23,9 @@ class Pid:
     def __str__(self) -> str:
         return f"<{self.node}.{self.id}>"
 
+    def __hash__(self) -> int:  # ids are unique per runtime: hashing the id alone is enough
+        return hash(self.id)
+
     def without_handle(self) -> Pid:
         return Pid(self.node, self.id)
 

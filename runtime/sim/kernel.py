@@ -245,15 +245,16 @@ class SimKernel:
         if delay is None:
             return
         key = (src, dest)
-        at = now + delay
         last = self._last_arrival.get(key)
-        if last is not None and at <= last[0]:
-            at = last[0]
-        elif delay == 0.0 and (last is None or last[0] < now or not last[1]):
+        if delay == 0.0 and (last is None or last[0] < now or not last[1]):
             # nothing of this pair waits in the timer heap: the ready queue keeps FIFO
-            self._last_arrival[key] = (now, False)
+            if last is None or last[0] != now:
+                self._last_arrival[key] = (now, False)
             loop.call_soon(self._arrive, src, dest, sig, False)
             return
+        at = now + delay
+        if last is not None and at < last[0]:
+            at = last[0]
         self._last_arrival[key] = (at, True)
         loop.call_at(at, self._arrive, src, dest, sig, False)
 
