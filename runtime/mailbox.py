@@ -28,7 +28,8 @@ def compile_match(match: Any) -> Matcher | None:
         return lambda msg: isinstance(msg, kinds)
     if callable(match):
         return match  # type: ignore[no-any-return]
-    raise TypeError(f"receive match must be None, a type, a tuple of types or a callable: {match!r}")
+    raise TypeError(
+        f"receive match must be None, a type, a tuple of types or a callable: {match!r}")
 
 
 class Mailbox:

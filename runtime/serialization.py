@@ -33,7 +33,7 @@ def check_serializable(value: Any, depth: int = 0) -> None:
     from ray import cloudpickle  # only reached for values plain pickle refuses
 
     try:
-        cloudpickle.dumps(value)
+        cloudpickle.dumps(value)  # type: ignore[no-untyped-call]  # ray ships it untyped
     except Exception as exc:  # noqa: BLE001
         raise UnpicklableMessage(
             f"message cannot be serialized: {type(exc).__name__}: {exc}") from None

@@ -23,7 +23,8 @@ RAY_NODES = 3
 
 def _prepare_ray_env() -> None:
     # Ray workers must import test modules (process functions are pickled by reference).
-    paths = [str(ROOT), str(ROOT / "tests")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [str(ROOT), str(ROOT / "tests"), *extra]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")

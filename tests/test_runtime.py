@@ -32,7 +32,7 @@ from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.runtime.reasons import KILL, KILLED, NOPROC, NORMAL, SHUTDOWN, Error
 
-# --- messages ---------------------------------------------------------------------------
+# --- messages ---
 
 
 async def _fifo(ctx: Process, n: int) -> list[int]:
@@ -105,7 +105,7 @@ def test_cross_node_ping_pong(rt: Any) -> None:
     assert rt.run(_ping_pong) == ("pong", 7)
 
 
-# --- call / cast --------------------------------------------------------------------------
+# --- call / cast ---
 
 
 async def _calls(ctx: Process) -> list[Any]:
@@ -158,7 +158,7 @@ def test_driver_call_and_send(rt: Any) -> None:
     assert eventually(rt, lambda: rt.call(sink, "get") == list(range(20)))
 
 
-# --- timers -------------------------------------------------------------------------------
+# --- timers ---
 
 
 async def _timers(ctx: Process) -> list[Any]:
@@ -180,7 +180,7 @@ def test_send_after_and_cancel_timer(rt: Any) -> None:
     assert rt.run(_timers) == ["kept", True, False, "none"]
 
 
-# --- links and exit signals ------------------------------------------------------------------
+# --- links and exit signals ---
 
 
 async def _link_chain(ctx: Process) -> list[Any]:
@@ -300,7 +300,7 @@ def test_exit_self_ends_with_reason(rt: Any) -> None:
     assert info.value.reason == ("done", 1)
 
 
-# --- monitors -------------------------------------------------------------------------------
+# --- monitors ---
 
 
 async def _monitors(ctx: Process) -> list[Any]:
@@ -338,7 +338,7 @@ def test_uncaught_exception_ends_the_process(rt: Any) -> None:
         rt.run(crash_after, 0.0, "raise")
 
 
-# --- registry --------------------------------------------------------------------------------
+# --- registry ---
 
 
 async def _registry(ctx: Process) -> list[Any]:
@@ -381,7 +381,7 @@ def test_name_is_freed_when_the_process_dies(rt: Any) -> None:
     assert rt.whereis("server") == again != pid
 
 
-# --- killing ----------------------------------------------------------------------------------
+# --- killing ---
 
 
 def test_kill_from_outside(rt: Any) -> None:
@@ -416,7 +416,7 @@ def test_kill_node_kills_only_that_node(rt: Any) -> None:
     assert rt.call(on_n1, "alive?") == ("echo", "alive?")
 
 
-# --- mailbox bounds, failpoints -------------------------------------------------------------------
+# --- mailbox bounds, failpoints ---
 
 
 def test_mailbox_overflow_fails_the_receiver(rt: Any) -> None:
@@ -456,7 +456,7 @@ def test_failpoints(rt: Any, action: str) -> None:
         assert isinstance(down.reason, Error) and down.reason.kind == FailpointError.__name__
 
 
-# --- bad input ------------------------------------------------------------------------------------
+# --- bad input ---
 
 
 async def _unpicklable_send(ctx: Process) -> str:
@@ -515,7 +515,7 @@ def test_bad_arguments_are_refused(rt: Any) -> None:
         rt.spawn(echo, mailbox_capacity=0)
 
 
-# --- placement and teardown (Ray) ------------------------------------------------------------------
+# --- placement and teardown (Ray) ---
 
 
 async def _where_am_i(ctx: Process) -> str:

@@ -3,6 +3,7 @@ shutdown order and timeouts, escalation, significant children, the API, node los
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -110,7 +111,6 @@ def test_intensity_exceeded_escalates(rt: Any) -> None:
 
 async def _supervised_by_trapper(ctx: Any, sink: Pid) -> Pid:
     """Start a supervisor (intensity 2 / 30 s) under a trapping parent; crash its child 3x."""
-    from sediment.supervision import start_link
 
     parent = await ctx.spawn(_trap_parent, sink, ctx.self())
     return await ctx.receive(Pid, timeout=120) if parent else None
@@ -129,10 +129,8 @@ async def _trap_parent(ctx: Any, sink: Pid, report: Pid) -> None:
         child = requests.child_pid(which, "w")
         if child is None:
             break
-        try:
+        with contextlib.suppress(CallExit):
             await ctx.call(child, "crash")
-        except CallExit:
-            pass
         await ctx.sleep(0.3)
     msg = await ctx.receive(lambda m: isinstance(m, Exit) and m.pid == sup, timeout=60)
     ctx.send(sink, ("sup_exit", sup, msg.reason))

@@ -13,6 +13,7 @@ a replacement in the background.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import ray
@@ -82,10 +83,8 @@ class Registry:
             self._followers[pid.id] = asyncio.get_running_loop().create_task(self._follow(pid))
 
     async def _follow(self, pid: Pid) -> None:
-        try:
+        with contextlib.suppress(Exception):  # any failure means the process is gone
             await pid.handle.run.remote()
-        except Exception:  # noqa: BLE001 - any failure means the process is gone
-            pass
         self.procs.pop(pid.id, None)
         for name, holder in list(self.names.items()):
             if holder == pid:
@@ -114,10 +113,8 @@ class Registry:
         """Kill every process actor of the cluster; returns how many were still running."""
         running = len(self.procs)
         for pid in self.ever.values():
-            try:
+            with contextlib.suppress(Exception):  # already gone
                 ray.kill(pid.handle)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
         for task in self._followers.values():
             task.cancel()
         self.procs.clear()

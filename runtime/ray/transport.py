@@ -26,8 +26,8 @@ from ..messages import (
     UnlinkSignal,
 )
 from ..pid import Pid
-from ..serialization import check_serializable
 from ..reasons import KILLED, NOPROC
+from ..serialization import check_serializable
 
 NAMESPACE = "sediment"
 SIGNAL_TYPES = (ExitSignal, LinkSignal, UnlinkSignal, FailpointSignal)

@@ -28,8 +28,8 @@ from ..messages import (
 )
 from ..pid import Pid, Ref
 from ..process import Process
-from ..serialization import check_serializable
 from ..reasons import KILLED, NOCONNECTION, NOPROC
+from ..serialization import check_serializable
 from .loop import SimLoop
 from .network import Network
 

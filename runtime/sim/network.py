@@ -62,7 +62,9 @@ class Network:
         """Delay for one message from node src to node dst, or None if it is lost."""
         if not self.connected(src, dst):
             return None
-        fault = (self.faults.get((src, dst)) or self.faults.get((src, "*"))) if self.faults else None
+        fault = None
+        if self.faults:
+            fault = self.faults.get((src, dst)) or self.faults.get((src, "*"))
         if fault is not None:
             if fault.drop and self.rng.random() < fault.drop:
                 return None
