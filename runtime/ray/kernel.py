@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayActorError
 
 from ..errors import CallExit, CallTimeout, NameTaken, NoProc
 from ..kernel import ProcessFn, SpawnOpts
@@ -30,13 +30,7 @@ if TYPE_CHECKING:
     from ..process import Process
 
 
-def unwrap_remote(exc: BaseException) -> BaseException:
-    """The user-level exception inside a RayTaskError (e.g. NameTaken from the registry)."""
-    if isinstance(exc, RayTaskError):
-        cause = exc.as_instanceof_cause()
-        inner = getattr(cause, "cause", None)
-        return inner if isinstance(inner, BaseException) else cause
-    return exc
+CRASH_FLUSH_S = 0.2
 
 
 class RayKernel:
@@ -135,7 +129,12 @@ class RayKernel:
             ray.kill(handle)
 
     def crash(self, proc: Process) -> None:
-        os._exit(1)  # a crash: no cleanup, no flush, exactly like a killed OS process
+        """Die like a killed OS process: no cleanup code runs. What the process had already
+        sent still goes out (Erlang's `!` is done when it returns), so pending batches are
+        flushed and the Ray core worker gets a moment to push them."""
+        self.transport.flush()
+        time.sleep(CRASH_FLUSH_S)
+        os._exit(1)
 
     def exited(self, proc: Process, reason: Any) -> None:
         self.transport.flush()  # what it sent before it ended goes out before its exit
