@@ -58,7 +58,7 @@ class RayKernel:
         if ref is None:
             raise NoProc(f"no process {dest}")
         try:
-            status, value = await asyncio.wait_for(_await(ref), timeout)
+            status, value = await _await_with_timeout(ref, timeout)
         except TimeoutError:
             raise CallTimeout(f"call to {dest} timed out after {timeout} s") from None
         except RayActorError as exc:
@@ -145,5 +145,28 @@ class RayKernel:
         self._on_exit(proc, reason)
 
 
-async def _await(ref: Any) -> Any:
-    return await ref
+async def _await_with_timeout(ref: Any, timeout: float | None) -> Any:
+    """Await an ObjectRef, raising TimeoutError after `timeout` s (None: no limit).
+
+    Lighter than asyncio.wait_for (no extra task), which matters on the call path.
+    """
+    fut = ref.as_future(_internal=True)
+    if timeout is None:
+        return await fut
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        if not fut.done():
+            expired = True
+            fut.cancel()
+
+    handle = asyncio.get_running_loop().call_later(timeout, expire)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        if expired:
+            raise TimeoutError() from None
+        raise
+    finally:
+        handle.cancel()
