@@ -34,7 +34,7 @@ from sediment.runtime import api  # noqa: E402
 from sediment.runtime.messages import Call  # noqa: E402
 from sediment.runtime.pid import Pid  # noqa: E402
 from sediment.runtime.process import Process  # noqa: E402
-from sediment.supervision import ChildSpec, Spawn, SupFlags, start_top  # noqa: E402
+from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top  # noqa: E402
 
 # --- raw Ray baseline ---------------------------------------------------------------------
 
