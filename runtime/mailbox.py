@@ -47,6 +47,14 @@ class Mailbox:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def take_first(self) -> Any:
+        """Remove and return the oldest message (the mailbox must not be empty)."""
+        self._cursor = 0
+        return self._items.popleft()
+
     def put(self, msg: Any) -> None:
         """Append; a full mailbox is a failure of its owner, never a silent drop."""
         if len(self._items) >= self.capacity:

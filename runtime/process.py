@@ -237,6 +237,8 @@ class Process:
         `match`: None (any), a type or tuple of types, or a predicate. `timeout` in
         seconds; None waits forever, 0 polls. Raises ReceiveTimeout.
         """
+        if match is None and timeout is None and self._mailbox and self.alive:
+            return self._mailbox.take_first()  # the common case, kept cheap
         check_timeout(timeout)
         self._check_alive()
         matcher = compile_match(match)

@@ -66,13 +66,14 @@ class SimKernel:
         self.loop = SimLoop()
         self.rng = random.Random(f"sediment-sim-{seed}")
         self.net = Network(random.Random(f"sediment-net-{seed}"))
-        self.procs: dict[Pid, Process] = {}
+        self.procs: dict[str, Process] = {}  # by pid id: str hashes are cached
         self.names: dict[str, Pid] = {}
         self.watchers: dict[Pid, dict[tuple[Pid, Ref | None, str], None]] = {}
         self.results: dict[Pid, tuple[Any, Any]] = {}  # pid -> (reason, result) of ended processes
         self._ids = itertools.count(1)
         # per (src, dest): when its last signal arrives, and whether via the timer heap
-        self._last_arrival: dict[tuple[Pid, Pid], tuple[float, bool]] = {}
+        self._last_arrival: dict[tuple[str, str], tuple[float, bool]] = {}
+        self.exit_waiters: dict[Pid, Any] = {}  # pid -> callback when it ends
         self.trace_enabled = trace
         self._trace_rows: list[tuple[Any, ...]] = []
         self.check_pickle = check_pickle
@@ -90,7 +91,7 @@ class SimKernel:
     async def call(self, src: Process, dest: Pid, request: Any, timeout: float | None) -> Any:
         if self.check_pickle:
             check_serializable(request)
-        if dest not in self.procs:
+        if dest.id not in self.procs:
             raise NoProc(f"no process {dest}")
         ref, fut = src.pending_call()
         self.watchers.setdefault(dest, {})[(src.pid, ref, CALL)] = None
@@ -123,7 +124,7 @@ class SimKernel:
             if holder is not None:
                 raise NameTaken(opts.name, holder)
         proc = Process(self, pid, fn, args, opts, parent=src.pid if src is not None else None)
-        self.procs[pid] = proc
+        self.procs[pid.id] = proc
         if opts.name is not None:
             self.names[opts.name] = pid
             proc.names.append(opts.name)
@@ -133,7 +134,7 @@ class SimKernel:
 
     def watch(self, src: Process, peer: Pid, ref: Ref | None) -> None:
         kind = LINK if ref is None else MONITOR
-        if peer not in self.procs:
+        if peer.id not in self.procs:
             self._notify(peer, src.pid, ref, kind, NOPROC, direct=True)
             return
         self.watchers.setdefault(peer, {})[(src.pid, ref, kind)] = None
@@ -158,7 +159,7 @@ class SimKernel:
         return self.names.get(name)
 
     def kill(self, src: Process | None, pid: Pid) -> None:
-        proc = self.procs.get(pid)
+        proc = self.procs.get(pid.id)
         if proc is not None:
             self.crash(proc)
 
@@ -174,7 +175,10 @@ class SimKernel:
 
     def exited(self, proc: Process, reason: Any) -> None:
         pid = proc.pid
-        self.procs.pop(pid, None)
+        self.procs.pop(pid.id, None)
+        waiter = self.exit_waiters.pop(pid, None)
+        if waiter is not None:
+            waiter()
         self.results[pid] = (reason, proc.result)
         for name in proc.names:
             if self.names.get(name) == pid:
@@ -244,7 +248,7 @@ class SimKernel:
             self._trace_rows.append((now, src, dest, sig, delay))
         if delay is None:
             return
-        key = (src, dest)
+        key = (src.id, dest.id)
         last = self._last_arrival.get(key)
         if delay == 0.0 and (last is None or last[0] < now or not last[1]):
             # nothing of this pair waits in the timer heap: the ready queue keeps FIFO
@@ -262,7 +266,7 @@ class SimKernel:
         if not direct and src.node != "driver" and not self.net.connected(src.node, dest.node):
             self._trace(f"lost-in-flight {src}->{dest} {type(sig).__name__}")
             return
-        proc = self.procs.get(dest)
+        proc = self.procs.get(dest.id)
         if proc is not None:
             proc.on_signal(sig)
 

@@ -58,7 +58,9 @@ class SimRuntime(Runtime):
             timeout: float = 60.0) -> Any:
         pid = self.spawn(fn, *args, node=node)
         deadline = self.loop.time() + timeout
-        ended = self.loop.run_until(lambda: pid in self.kernel.results, until_time=deadline)
+        ended_flag: list[bool] = []
+        self.kernel.exit_waiters[pid] = lambda: ended_flag.append(True)
+        ended = self.loop.run_until(lambda: bool(ended_flag), until_time=deadline)
         if not ended:
             self.kill(pid)
             raise CallTimeout(f"{pid} did not finish within {timeout} virtual seconds")
@@ -103,7 +105,7 @@ class SimRuntime(Runtime):
         return self.kernel.names.get(name)
 
     def processes(self) -> list[Pid]:
-        return list(self.kernel.procs)
+        return [proc.pid for proc in self.kernel.procs.values()]
 
     def exit_reason(self, pid: Pid) -> Any:
         """How an ended process ended (None while it runs)."""
