@@ -109,27 +109,37 @@ def raw_rates(n: int, k: int) -> dict[str, float]:
 
 
 def our_rates(rt: Any, n: int, k: int) -> dict[str, float]:
-    sinks = [rt.spawn(sink_proc, node=rt.nodes[i % len(rt.nodes)]) for i in range(k)]
-    one = rt.run(fire_proc, [sinks[0]], n, timeout=600)
-    sync = rt.run(call_proc, sinks[0], n, timeout=600)
-    senders = [rt.spawn(_wait_then_fire, sinks, n, node=rt.nodes[i % len(rt.nodes)])
-               for i in range(k)]
+    """The same three patterns; the measuring processes are started (and settled) first."""
+    nodes = rt.nodes
+    sinks = [rt.spawn(sink_proc, node=nodes[i % len(nodes)]) for i in range(k)]
+    clients = [rt.spawn(bench_client, node=nodes[(i + 1) % len(nodes)]) for i in range(k)]
+    time.sleep(1)  # new worker processes settle, as the raw side's do before it measures
+    one = rt.call(clients[0], ("fire", [sinks[0]], n), timeout=600)
+    sync = rt.call(clients[0], ("calls", [sinks[0]], n), timeout=600)
     t0 = time.perf_counter()
-    for s in senders:
-        rt.send(s, "go")
-    for s in senders:
-        rt.call(s, "done?", timeout=600)
+    for client in clients:
+        rt.send(client, ("fire", sinks, n))
+    for client in clients:
+        rt.call(client, ("last", [], 0), timeout=600)
     many = time.perf_counter() - t0
-    for pid in sinks + senders:
+    for pid in sinks + clients:
         rt.kill(pid)
     return {"1:1 async": n / one, "1:1 sync": n / sync, "n:n async": k * n / many}
 
 
-async def _wait_then_fire(ctx: Process, sinks: list[Pid], n: int) -> None:
-    await ctx.receive(lambda m: m == "go")
-    await fire_proc(ctx, sinks, n)
-    msg = await ctx.receive(Call)
-    ctx.reply(msg.from_, "done")
+async def bench_client(ctx: Process) -> None:
+    """Runs one measurement per request; a plain message runs it without replying."""
+    last = 0.0
+    while True:
+        msg = await ctx.receive()
+        request = msg.request if isinstance(msg, Call) else msg
+        kind, sinks, n = request
+        if kind == "fire":
+            last = await fire_proc(ctx, sinks, n)
+        elif kind == "calls":
+            last = await call_proc(ctx, sinks[0], n)
+        if isinstance(msg, Call):
+            ctx.reply(msg.from_, last)
 
 
 async def echo_server(ctx: Process) -> None:
@@ -233,7 +243,9 @@ def main() -> None:
     print(f"ray {ray.__version__}, {os.cpu_count()} cores; n={args.n}, k={args.k}, "
           f"repeat={args.repeat}", flush=True)
     sim = sim_rates(args.sim_n)  # first, while no Ray process competes for the CPU
-    rt = api.start("ray", nodes=("n1", "n2"))
+    # Throughput: no warm pool, so no actor is being started in the background while
+    # we measure (the raw side, too, creates its actors before measuring).
+    rt = api.start("ray", nodes=("n1", "n2"), warm_pool=0)
     rt.run(started)  # warm up worker processes and imports
     raw_runs, our_runs = [], []
     for i in range(args.repeat):
@@ -241,6 +253,9 @@ def main() -> None:
         our_runs.append(our_rates(rt, args.n, args.k))
         print(f"  round {i + 1}: raw {raw_runs[-1]}\n           ours {our_runs[-1]}", flush=True)
     raw, ours = median_of(raw_runs), median_of(our_runs)
+    rt.shutdown()
+    rt = api.start("ray", nodes=("n1", "n2"), warm_pool=1)
+    time.sleep(3)  # let the warm pool fill
     restarts = {
         "warm pool (1 s between kills)": restart_latencies(rt, args.restarts, 1.0, "spaced"),
         "back to back": restart_latencies(rt, args.restarts, 0.0, "burst"),
