@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Hashable
 from typing import Any
 
-from sediment import log
+from sediment import log, metrics
 
 from . import signals
 from .errors import (
@@ -47,7 +47,7 @@ from .messages import (
     UnlinkSignal,
 )
 from .pid import Pid, Ref
-from .reasons import KILL, KILLED, NORMAL, Error
+from .reasons import KILL, KILLED, NORMAL, Error, kind_of
 
 _TIMED_OUT = object()
 _logger = log.get_logger("sediment.runtime")
@@ -123,6 +123,7 @@ class Process:
             return
         self.alive = False
         self.exit_reason = reason
+        metrics.PROCESS_EXITS.inc(tags={"node": self.pid.node, "kind": kind_of(reason)})
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -272,7 +273,10 @@ class Process:
         check_timeout(timeout)
         self._check_alive()
         target = await self._resolve(dest)
-        return await self.kernel.call(self, target, request, timeout)
+        started = self.kernel.now()
+        reply = await self.kernel.call(self, target, request, timeout)
+        metrics.CALL_SECONDS.observe(self.kernel.now() - started, {"node": self.pid.node})
+        return reply
 
     def reply(self, from_: CallRef, value: Any) -> None:
         """Answer a `Call`."""

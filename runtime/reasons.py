@@ -53,6 +53,17 @@ class Error:
         return f"{{error, {self.kind}: {self.message}}}"
 
 
+def kind_of(reason: Any) -> str:
+    """A low-cardinality label for a reason (metrics, logs)."""
+    if reason in (NORMAL, SHUTDOWN, KILLED, NOPROC, NOCONNECTION):
+        return str(reason)
+    if isinstance(reason, Shutdown):
+        return SHUTDOWN
+    if isinstance(reason, Error):
+        return "error"
+    return "other"
+
+
 def is_clean_shutdown(reason: Any) -> bool:
     """normal, shutdown and {shutdown, _}: the reasons a transient child is not restarted for."""
     return reason in (NORMAL, SHUTDOWN) or isinstance(reason, Shutdown)

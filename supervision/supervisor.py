@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sediment import log
+from sediment import log, metrics
 from sediment.runtime.errors import ProcessExit, ReceiveTimeout
 from sediment.runtime.messages import Call, CallRef, Down, Exit
 from sediment.runtime.pid import Pid
@@ -168,6 +168,7 @@ class _Shell:
         return reasons
 
     def _report(self, effect: p.Report) -> None:
+        metrics.SUPERVISOR_EVENTS.inc(tags={"kind": effect.kind})
         level = "info" if effect.kind in ("child_terminated", "restart_backoff") else "error"
         getattr(_logger, level)("supervisor report", kind=effect.kind,
                                 **{k: repr(v) for k, v in effect.data.items()})

@@ -147,3 +147,22 @@ def test_error_reason_survives_unpicklable_exceptions() -> None:
     reason = Error.from_exception(Local("bad"))
     assert reason.kind == "Local" and reason.message == "bad" and reason.exc is None
     assert Error.from_exception(ValueError("v")).exc is not None
+
+
+def test_metrics_land_in_the_local_registry_outside_ray() -> None:
+    from sediment import metrics
+    from sediment.runtime import api
+
+    metrics.reset()
+    rt = api.start("sim", seed=1)
+    with pytest.raises(Exception, match="custom"):
+        rt.run(_exit_with, ("custom", 1))
+    rt.shutdown()
+    exits = metrics.snapshot()["sediment_process_exits"]
+    assert exits[(("kind", "other"), ("node", "n1"))] == 1
+
+
+async def _exit_with(ctx: object, reason: object) -> None:
+    from sediment.runtime.errors import ProcessExit
+
+    raise ProcessExit(reason)

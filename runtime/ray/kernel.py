@@ -42,7 +42,7 @@ class RayKernel:
         self.config = config
         self.me = me
         self.registry = registry
-        self.transport = BatchingTransport(config, me.id)
+        self.transport = BatchingTransport(config, me.id, me.node)
         self._inject = inject
         self._on_exit = on_exit
         self._watches: dict[tuple[Pid, Ref | None], asyncio.Task[Any]] = {}

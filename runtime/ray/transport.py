@@ -16,6 +16,8 @@ import ray
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from sediment import metrics
+
 from ..errors import UnpicklableMessage
 from ..messages import (
     ExitSignal,
@@ -78,12 +80,18 @@ def actor_options(config: ClusterConfig, pid: Pid) -> dict[str, Any]:
 class Transport:
     """Sends signals from one sender (a process or the driver), numbering them per target."""
 
-    def __init__(self, config: ClusterConfig, sender_id: str) -> None:
+    def __init__(self, config: ClusterConfig, sender_id: str, node: str = "driver") -> None:
         self.config = config
         self.sender_id = sender_id
+        self.node = node
         self._seq: dict[str, int] = {}
         self._handles: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def _count(self, messages: int) -> None:
+        tags = {"node": self.node}
+        metrics.MESSAGES_SENT.inc(messages, tags)
+        metrics.RAY_CALLS.inc(1, tags)
 
     def last_seq(self, dest_id: str) -> int:
         return self._seq.get(dest_id, 0)
@@ -115,6 +123,7 @@ class Transport:
             seq = self._seq.get(dest.id, 0) + 1
             try:
                 method.remote(self.sender_id, seq, signal)
+                self._count(1)
             except (TypeError, ValueError) as exc:  # serialization failed: nothing was sent
                 raise UnpicklableMessage(
                     f"message cannot be serialized: {type(exc).__name__}: {exc}"
@@ -159,8 +168,9 @@ class BatchingTransport(Transport):
     one actor call instead of N.
     """
 
-    def __init__(self, config: ClusterConfig, sender_id: str, max_batch: int = 512) -> None:
-        super().__init__(config, sender_id)
+    def __init__(self, config: ClusterConfig, sender_id: str, node: str,
+                 max_batch: int = 512) -> None:
+        super().__init__(config, sender_id, node)
         self.max_batch = max_batch
         self._outbox: dict[str, tuple[Any, int, list[Signal]]] = {}
         self._flush_scheduled = False
@@ -195,6 +205,7 @@ class BatchingTransport(Transport):
 
     def _send_box(self, dest_id: str) -> None:
         handle, first, signals = self._outbox.pop(dest_id)
+        self._count(len(signals))
         if len(signals) == 1:
             handle.deliver.remote(self.sender_id, first, signals[0])
         else:
