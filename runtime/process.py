@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Hashable
 from typing import Any
 
 from sediment import log, metrics
@@ -48,14 +47,10 @@ from .messages import (
 )
 from .pid import Pid, Ref
 from .reasons import KILL, KILLED, NORMAL, Error, kind_of
+from .validation import check_name, check_timeout, make_spawn_opts
 
 _TIMED_OUT = object()
 _logger = log.get_logger("sediment.runtime")
-
-
-def check_timeout(timeout: float | None) -> None:
-    if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
-        raise BadArgument(f"timeout must be None or a number >= 0, got {timeout!r}")
 
 
 class Process:
@@ -473,32 +468,6 @@ class Process:
 def _expire(waiter: asyncio.Future[Any]) -> None:
     if not waiter.done():
         waiter.set_result(_TIMED_OUT)
-
-
-def check_name(name: Any) -> None:
-    if not isinstance(name, str) or not name:
-        raise BadArgument(f"a registered name must be a non-empty str, got {name!r}")
-
-
-def make_spawn_opts(node: str, link_to: Pid | None, name: str | None, trap_exit: bool,
-                    mailbox_capacity: int | None, label: str | None,
-                    failpoints: dict[str, Failpoint] | None) -> SpawnOpts:
-    """Validate spawn arguments at the boundary."""
-    if not isinstance(node, str) or not node:
-        raise BadArgument(f"node must be a non-empty str, got {node!r}")
-    if name is not None:
-        check_name(name)
-    if mailbox_capacity is not None and (not isinstance(mailbox_capacity, int)
-                                         or mailbox_capacity < 1):
-        raise BadArgument(f"mailbox_capacity must be a positive int, got {mailbox_capacity!r}")
-    for key, fp in (failpoints or {}).items():
-        if not isinstance(fp, Failpoint):
-            raise BadArgument(f"failpoint {key!r} must be a Failpoint, got {fp!r}")
-    kwargs: dict[str, Hashable | Any] = {}
-    if mailbox_capacity is not None:
-        kwargs["mailbox_capacity"] = mailbox_capacity
-    return SpawnOpts(node=node, link_to=link_to, name=name, trap_exit=trap_exit, label=label,
-                     failpoints=dict(failpoints or {}), **kwargs)
 
 
 __all__ = ["Process", "Call", "Cast", "Exit", "Down"]

@@ -24,7 +24,13 @@ from ..messages import CallRef, DownSignal, ExitSignal, ReplySignal, Signal
 from ..pid import Pid, Ref
 from ..reasons import NOPROC
 from .spawning import spawn_async
-from .transport import BatchingTransport, ClusterConfig, classify_death
+from .transport import (
+    BatchingTransport,
+    ClusterConfig,
+    call_result,
+    classify_death,
+    death_error,
+)
 
 if TYPE_CHECKING:
     from ..process import Process
@@ -62,14 +68,8 @@ class RayKernel:
         except TimeoutError:
             raise CallTimeout(f"call to {dest} timed out after {timeout} s") from None
         except RayActorError as exc:
-            reason = classify_death(exc)
-            raise (NoProc(f"no process {dest}") if reason == NOPROC
-                   else CallExit(dest, reason)) from None
-        if status == "ok":
-            return value
-        if value == NOPROC:
-            raise NoProc(f"no process {dest}")
-        raise CallExit(dest, value)
+            raise death_error(dest, exc) from None
+        return call_result(dest, status, value)
 
     def reply(self, src: Process, from_: CallRef, value: Any) -> None:
         self.transport.submit(from_.pid, ReplySignal(from_.ref, value))

@@ -17,16 +17,23 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from ..api import ProcessFailed, Runtime, outcome
-from ..errors import BadArgument, CallExit, CallTimeout, NoProc
+from ..errors import BadArgument, CallTimeout, NoProc
 from ..failpoints import Failpoint
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, MessageSignal
 from ..pid import Pid
-from ..process import make_spawn_opts
-from ..reasons import KILL, NOPROC
+from ..reasons import KILL
+from ..validation import make_spawn_opts
 from .registry import start_registry
 from .spawning import spawn_sync
-from .transport import NAMESPACE, ClusterConfig, Transport, classify_death
+from .transport import (
+    NAMESPACE,
+    ClusterConfig,
+    Transport,
+    call_result,
+    classify_death,
+    death_error,
+)
 
 DRIVER = Pid("driver", "driver")
 
@@ -47,14 +54,6 @@ def place_nodes(nodes: tuple[str, ...]) -> dict[str, str]:
     if len(alive) <= 1:
         return {node: "" for node in nodes}
     return {node: alive[i % len(alive)] for i, node in enumerate(nodes)}
-
-
-def call_result(dest: Pid, status: str, value: Any) -> Any:
-    if status == "ok":
-        return value
-    if value == NOPROC:
-        raise NoProc(f"no process {dest}")
-    raise CallExit(dest, value)
 
 
 class RayRuntime(Runtime):
@@ -122,9 +121,7 @@ class RayRuntime(Runtime):
         except GetTimeoutError:
             raise CallTimeout(f"call to {pid} timed out after {timeout} s") from None
         except RayActorError as exc:
-            reason = classify_death(exc)
-            raise (NoProc(f"no process {pid}") if reason == NOPROC
-                   else CallExit(pid, reason)) from None
+            raise death_error(pid, exc) from None
         return call_result(pid, status, value)
 
     def exit(self, pid: Pid, reason: Any) -> None:

@@ -18,7 +18,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sediment import metrics
 
-from ..errors import UnpicklableMessage
+from ..errors import CallError, CallExit, NoProc, UnpicklableMessage
 from ..messages import (
     ExitSignal,
     FailpointSignal,
@@ -60,6 +60,21 @@ def classify_death(exc: RayActorError) -> Any:
     if "INTENDED_USER_EXIT" in text or "intentionally" in text:
         return NOPROC
     return KILLED
+
+
+def call_result(dest: Pid, status: str, value: Any) -> Any:
+    """What `call_in` answered: the reply, or the typed error for a process that ended."""
+    if status == "ok":
+        return value
+    if value == NOPROC:
+        raise NoProc(f"no process {dest}")
+    raise CallExit(dest, value)
+
+
+def death_error(dest: Pid, exc: RayActorError) -> CallError:
+    """The typed error for a call whose target actor died."""
+    reason = classify_death(exc)
+    return NoProc(f"no process {dest}") if reason == NOPROC else CallExit(dest, reason)
 
 
 def actor_options(config: ClusterConfig, pid: Pid) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from ..failpoints import Failpoint
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, MessageSignal
 from ..pid import Pid
-from ..process import Process, make_spawn_opts
+from ..process import Process
 from ..reasons import KILL, SHUTDOWN
+from ..validation import make_spawn_opts
 from .kernel import DRIVER, SimKernel
 
 
