@@ -80,5 +80,9 @@ class ProcessExit(BaseException):
         self.reason = reason
 
 
+class ProcessCrashed(BaseException):
+    """Unwinds synchronous code of a process that a crash failpoint just ended (sim)."""
+
+
 class FailpointError(RuntimeErrorBase):
     """Raised by an armed failpoint whose action is `raise`."""

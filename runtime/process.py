@@ -24,6 +24,7 @@ from .errors import (
     FailpointError,
     MailboxOverflow,
     NoProc,
+    ProcessCrashed,
     ProcessExit,
     ReceiveTimeout,
 )
@@ -107,6 +108,8 @@ class Process:
             reason = KILLED
         except GeneratorExit:
             raise  # the interpreter is discarding a frozen (crashed) process
+        except ProcessCrashed:
+            return  # a crash failpoint already ended it
         except BaseException as exc:  # noqa: BLE001 - an uncaught exception ends the process
             reason = Error.from_exception(exc)
             _logger.error("process crashed", reason=str(reason), traceback=reason.traceback)
@@ -429,17 +432,37 @@ class Process:
 
     # --- failpoints ------------------------------------------------------------------------
 
-    async def failpoint(self, name: str) -> None:
-        """A named fault-injection point; free when not armed."""
+    def _fire(self, name: str) -> Failpoint | None:
         fp = self._failpoints.get(name)
         if fp is None:
-            return
+            return None
         rest = fp.consumed()
         if rest is None:
             del self._failpoints[name]
         else:
             self._failpoints[name] = rest
         _logger.warning("failpoint fired", failpoint=name, action=fp.action)
+        return fp
+
+    def failpoint_sync(self, name: str) -> None:
+        """A failpoint inside synchronous code (file I/O): `crash` and `raise` only.
+
+        A crash ends the process on the spot (on Ray the OS process exits; on sim the
+        process is frozen and `ProcessCrashed` unwinds the synchronous code).
+        """
+        fp = self._fire(name)
+        if fp is None:
+            return
+        if fp.action == "crash":
+            self.kernel.crash(self)
+            raise ProcessCrashed(name)
+        raise FailpointError(f"failpoint {name!r} raised ({fp.action} in synchronous code)")
+
+    async def failpoint(self, name: str) -> None:
+        """A named fault-injection point; free when not armed."""
+        fp = self._fire(name)
+        if fp is None:
+            return
         if fp.action == "crash":
             self.kernel.crash(self)
             raise asyncio.CancelledError()

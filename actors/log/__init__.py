@@ -1,0 +1,1 @@
+"""The Ra-style replicated log: raft groups, their storage and log processes."""

@@ -1,0 +1,240 @@
+"""The raft core of one group member: `init` from persisted state, `step(state, event)`.
+
+Pure: `step` copies the state it is given, reads no clock and no disk, and returns the
+effects for the shell to execute in order (see `protocol` for the contract). The
+modules beside this one hold the three concerns: election, replication and snapshots.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sediment.actors.log.raft import election, replication, snapshot_install
+from sediment.actors.log.raft.protocol import (
+    Dropped,
+    Effect,
+    Event,
+    LeaderChanged,
+    NotLeader,
+    Persisted,
+    PersistHardState,
+    Propose,
+    Receive,
+    Reply,
+    Send,
+    SnapshotInstalled,
+    SnapshotSendFailed,
+    SnapshotTaken,
+    Tick,
+)
+from sediment.actors.log.raft.state import (
+    Out,
+    RaftConfig,
+    RaftProtocolError,
+    RaftState,
+    become_follower,
+    reset_election_timer,
+)
+from sediment.actors.log.raft.types import (
+    AppendEntries,
+    AppendReply,
+    Entry,
+    HardState,
+    InstallSnapshot,
+    InstallSnapshotReply,
+    Message,
+    NodeId,
+    RequestVote,
+    SnapshotMeta,
+    VoteReply,
+    sender,
+)
+
+_MASK64 = (1 << 64) - 1
+_FRESH = HardState()
+
+
+def init(
+    config: RaftConfig,
+    me: NodeId,
+    hard_state: HardState = _FRESH,
+    log_tail: Sequence[Entry] = (),
+    snapshot_meta: SnapshotMeta | None = None,
+    seed: int = 0,
+) -> RaftState:
+    """A follower restored from what was persisted: the hard state, the snapshot and the
+    contiguous log entries after it (entries at or below the snapshot are skipped). The
+    shell loads the machine from the same snapshot; commit and applied restart there."""
+    if me not in config.peers:
+        raise RaftProtocolError(f"{me!r} is not one of the peers {config.peers}")
+    snap = snapshot_meta or SnapshotMeta(0, 0)
+    tail = tuple(e for e in log_tail if e.index > snap.index)
+    prev_term = snap.term
+    for k, entry in enumerate(tail):
+        if entry.index != snap.index + 1 + k or entry.term < prev_term:
+            raise RaftProtocolError(f"log tail breaks at {entry.index}/{entry.term}")
+        prev_term = entry.term
+    rng = (seed * 0x9E3779B97F4A7C15 + zlib.crc32(me.encode())) & _MASK64
+    return RaftState(
+        config=config,
+        me=me,
+        others=tuple(p for p in config.peers if p != me),
+        rng=rng,
+        term=hard_state.term,
+        voted_for=hard_state.voted_for,
+        snap_index=snap.index,
+        snap_term=snap.term,
+        entries=tail,
+        persisted=snap.index + len(tail),
+        commit=snap.index,
+        applied=snap.index,
+        verified=snap.index,
+    )
+
+
+def step(state: RaftState, event: Event) -> tuple[RaftState, list[Effect]]:
+    """Apply one event; return the new state and the effects, in execution order."""
+    s = state.copy()
+    out = Out()
+    match event:
+        case Tick(now=now):
+            s.now = now
+            _on_tick(s, now, out)
+        case Receive(msg=msg, now=now):
+            s.now = now
+            _on_message(s, msg, now, out)
+        case Propose():
+            s.now = event.now
+            _on_propose(s, event, out)
+        case Persisted(index=index, term=term):
+            replication.on_persisted(s, index, term, out)
+        case SnapshotTaken(index=index, term=term):
+            snapshot_install.on_snapshot_taken(s, index, term)
+        case SnapshotInstalled(snapshot_index=index, snapshot_term=term):
+            snapshot_install.on_snapshot_installed(s, index, term, out)
+        case SnapshotSendFailed(to=to, snapshot_index=index):
+            snapshot_install.on_send_failed(s, to, index, out)
+        case _:
+            raise RaftProtocolError(f"not a raft event: {event!r}")
+    replication.apply_committed(s, out)
+    return s, _effects(state, s, out)
+
+
+def wakeup_at(state: RaftState) -> float:
+    """The latest time by which the shell must deliver a Tick."""
+    s = state
+    if s.role != "leader":
+        return s.now if s.election_deadline is None else s.election_deadline
+    due = s.heartbeat_due
+    if s.config.check_quorum:
+        due = min(due, s.quorum_due)
+    return due
+
+
+def _effects(old: RaftState, s: RaftState, out: Out) -> list[Effect]:
+    fx: list[Effect] = []
+    if (s.term, s.voted_for) != (old.term, old.voted_for):
+        fx.append(PersistHardState(s.term, s.voted_for))
+    fx += out.storage
+    fx += out.sends
+    fx += out.machine
+    fx += out.replies
+    if s.leader != old.leader or (s.leader is not None and s.term != old.term):
+        fx.append(LeaderChanged(s.leader, s.term))
+    return fx
+
+
+def _on_tick(s: RaftState, now: float, out: Out) -> None:
+    if s.role != "leader":
+        if s.election_deadline is None:
+            reset_election_timer(s, now)
+        elif now >= s.election_deadline:
+            election.campaign(s, now, out, pre_vote=s.config.pre_vote)
+        return
+    if s.config.check_quorum and now >= s.quorum_due:
+        _check_quorum(s, now)
+        if s.role != "leader":
+            return
+    if now >= s.heartbeat_due:
+        s.heartbeat_due = now + s.config.heartbeat_interval
+        replication.heartbeat(s, now, out)
+
+
+def _check_quorum(s: RaftState, now: float) -> None:
+    """A leader that has not heard from a quorum for an election timeout steps down, so a
+    partitioned leader stops accepting proposals it cannot commit."""
+    active = 1 + sum(pr.active for pr in s.progress.values())
+    s.progress = {p: replace(pr, active=False) for p, pr in s.progress.items()}
+    s.quorum_due = now + s.config.election_timeout[0]
+    if active < s.config.quorum:
+        become_follower(s, s.term, None, now)
+
+
+def _on_message(s: RaftState, msg: Message, now: float, out: Out) -> None:
+    if msg.group != s.config.group:
+        raise RaftProtocolError(f"group {s.config.group!r} got a message for {msg.group!r}")
+    frm = sender(msg)
+    if frm == s.me or frm not in s.others:
+        return
+    if s.role != "leader" and s.election_deadline is None:
+        reset_election_timer(s, now)
+    match msg:
+        case RequestVote():
+            election.on_request_vote(s, msg, now, out)
+        case VoteReply():
+            election.on_vote_reply(s, msg, now, out)
+        case AppendEntries() | InstallSnapshot():
+            _from_leader(s, msg, now, out)
+        case AppendReply() | InstallSnapshotReply():
+            if msg.term > s.term:
+                become_follower(s, msg.term, None, now)
+            elif msg.term == s.term and s.role == "leader":
+                if isinstance(msg, AppendReply):
+                    replication.on_append_reply(s, msg, out)
+                else:
+                    snapshot_install.on_install_reply(s, msg, out)
+
+
+def _from_leader(
+    s: RaftState, msg: AppendEntries | InstallSnapshot, now: float, out: Out
+) -> None:
+    if msg.term < s.term:
+        # A stale leader: our term in the reply makes it step down (etcd does the same).
+        stale: Message
+        if isinstance(msg, AppendEntries):
+            stale = AppendReply(s.config.group, s.term, s.me, False, 0)
+        else:
+            stale = InstallSnapshotReply(
+                s.config.group, s.term, s.me, msg.snapshot_index, msg.phase, False
+            )
+        out.sends.append(Send(msg.leader, stale))
+        return
+    if msg.term > s.term or s.role != "follower" or s.leader != msg.leader:
+        become_follower(s, msg.term, msg.leader, now)
+    else:
+        s.leader_contact = now
+        reset_election_timer(s, now)
+    if isinstance(msg, AppendEntries):
+        replication.on_append_entries(s, msg, out)
+    else:
+        snapshot_install.on_install_snapshot(s, msg, out)
+
+
+def _on_propose(s: RaftState, ev: Propose, out: Out) -> None:
+    if ev.command is None:
+        raise RaftProtocolError("a command must not be None (None is the leader's no-op)")
+    if s.role != "leader":
+        out.replies.append(Reply(ev.ref, NotLeader(s.leader)))
+        return
+    if len(s.pending) >= s.config.max_pending:
+        out.replies.append(Reply(ev.ref, Dropped(None)))
+        return
+    entry = replication.leader_append(s, ev.command, ev.now, out)
+    s.pending[entry.index] = (entry.term, ev.ref)
+    replication.broadcast(s, out)
+    replication.maybe_commit(s, out)
+
+
+__all__ = ["init", "step", "wakeup_at"]

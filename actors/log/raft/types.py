@@ -1,0 +1,169 @@
+"""The values a raft group stores and the messages its members exchange.
+
+Everything is a frozen value so a core's inputs and outputs can be compared, logged and
+replayed. Several raft groups share a node, so every message names its `group`; the
+node's shell routes it to that group's core. Index 0 / term 0 is the empty log prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+NodeId = str
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry. `timestamp` is the leader's clock when it appended the entry (for
+    leases); `index` is the fencing token other protocols compare. `command` None is the
+    no-op a new leader appends to commit the entries of earlier terms (Raft §5.4.2)."""
+
+    index: int
+    term: int
+    timestamp: float
+    command: Any
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What must be durable before any message that depends on it is sent."""
+
+    term: int = 0
+    voted_for: NodeId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    """The last entry a snapshot covers."""
+
+    index: int
+    term: int
+
+
+# ---- messages ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestVote:
+    """A vote request. A pre-vote (thesis §9.6) carries the term the candidate *would*
+    campaign at and changes no one's term or vote."""
+
+    group: str
+    pre_vote: bool
+    term: int
+    candidate: NodeId
+    last_log_index: int
+    last_log_term: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteReply:
+    group: str
+    pre_vote: bool
+    term: int
+    granted: bool
+    voter: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntries:
+    """Entries after (prev_index, prev_term). A heartbeat is (0, 0) with no entries: the
+    empty prefix always matches, so it never fails and the reply reports progress."""
+
+    group: str
+    term: int
+    leader: NodeId
+    prev_index: int
+    prev_term: int
+    entries: tuple[Entry, ...]
+    leader_commit: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendReply:
+    """success: `match_index` is the follower's durable prefix that agrees with the leader.
+    Failure: `match_index` is the rejected prev_index and `conflict_hint` (index, term) is
+    the follower's last entry at or below it whose term <= prev_term (fast backup)."""
+
+    group: str
+    term: int
+    follower: NodeId
+    success: bool
+    match_index: int
+    conflict_hint: tuple[int, int] | None = None
+
+
+SnapshotPhase = Literal["init", "pre", "next", "last"]
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshot:
+    """One step of a snapshot install, built by the leader's shell from its storage (Ra).
+
+    "init" announces the snapshot; "pre" carries live entries above the follower's
+    last_applied (`last`: no more live entries follow); "next"/"last" carry snapshot
+    chunk `chunk_no` ("last" is the final one)."""
+
+    group: str
+    term: int
+    leader: NodeId
+    snapshot_index: int
+    snapshot_term: int
+    phase: SnapshotPhase
+    live_entries: tuple[Entry, ...] = ()
+    chunk: bytes = b""
+    chunk_no: int = 0
+    last: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshotReply:
+    """The follower's cursor in the install: `live_upto` is its last_applied after "init"
+    and the highest live entry stored after "pre" (`last` echoes the pre message);
+    `next_chunk` is the chunk it expects next. ok False: restart the install."""
+
+    group: str
+    term: int
+    follower: NodeId
+    snapshot_index: int
+    phase: SnapshotPhase
+    ok: bool
+    live_upto: int = 0
+    next_chunk: int = 0
+    last: bool = False
+
+
+Message = (
+    RequestVote | VoteReply | AppendEntries | AppendReply | InstallSnapshot | InstallSnapshotReply
+)
+
+
+def sender(msg: Message) -> NodeId:
+    """The member that sent `msg`."""
+    match msg:
+        case RequestVote():
+            return msg.candidate
+        case VoteReply():
+            return msg.voter
+        case AppendEntries() | InstallSnapshot():
+            return msg.leader
+        case AppendReply() | InstallSnapshotReply():
+            return msg.follower
+
+
+__all__ = [
+    "AppendEntries",
+    "AppendReply",
+    "Entry",
+    "HardState",
+    "InstallSnapshot",
+    "InstallSnapshotReply",
+    "Message",
+    "NodeId",
+    "RequestVote",
+    "SnapshotMeta",
+    "SnapshotPhase",
+    "VoteReply",
+    "sender",
+]

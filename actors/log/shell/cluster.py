@@ -1,0 +1,83 @@
+"""Starting raft groups as supervision trees: per node a WAL and the group members.
+
+Each logical node gets a `rest_for_one` supervisor whose first child is the node's WAL
+process and whose other children are the raft servers of the groups with a member on
+that node: if the WAL dies, every raft server of the node restarts after it (they
+depend on it); a raft server dying alone is restarted alone. The node supervisors sit
+under one top supervisor (`one_for_one`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sediment.actors.log.shell.names import raft_name, wal_name
+from sediment.actors.log.shell.server import GroupSpec, raft_server
+from sediment.actors.log.shell.wal_server import wal_server
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+from sediment.supervision import ChildSpec, Spawn, SupFlags, start_top, supervisor
+
+
+def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
+    mine = [g for g in groups if node in g.nodes]
+    max_size = max((g.wal_max_size for g in mine), default=64 * 1024 * 1024)
+    wal_dir = mine[0].wal_dir(node) if mine else ""
+    children = [ChildSpec("wal", (Spawn(wal_server, node=node, name=wal_name(node),
+                                        label=wal_name(node)), (wal_dir, max_size)))]
+    children += [ChildSpec(f"raft:{g.group}",
+                           (Spawn(raft_server, node=node, name=raft_name(g.group, node),
+                                  label=raft_name(g.group, node)), (g,)))
+                 for g in mine]
+    return children
+
+
+def start_log_cluster(rt: Any, groups: list[GroupSpec], name: str = "log") -> Pid:
+    """Start every node's WAL and raft servers under one top supervisor."""
+    nodes = sorted({n for g in groups for n in g.nodes})
+    specs = [ChildSpec(f"node:{node}",
+                       (Spawn(supervisor, node=node, label=f"log-node:{node}"),
+                        (SupFlags(strategy="rest_for_one", intensity=20, period=10),
+                         node_children(node, groups))),
+                       type="supervisor")
+             for node in nodes]
+    return start_top(rt, SupFlags(intensity=20, period=10), specs, name=name,
+                     node=nodes[0])
+
+
+def propose(rt: Any, spec: GroupSpec, command: Any, timeout: float = 30.0) -> tuple[int, Any]:
+    """Propose through whichever member leads, following leader hints; (index, result).
+
+    Bounded by `timeout`; a member that is down or not leading is skipped.
+    """
+    deadline = time.monotonic() + timeout if rt.backend == "ray" else None
+    waited, hint = 0.0, None
+    for attempt in range(10_000):
+        target = hint or spec.nodes[attempt % len(spec.nodes)]
+        hint = None
+        try:
+            reply = rt.call(raft_name(spec.group, target), ("propose", command), timeout=5)
+        except CallError:
+            reply = ("down",)
+        if reply[0] == "ok":
+            return reply[1], reply[2]
+        if reply[0] == "not_leader" and reply[1] is not None:
+            hint = reply[1]
+            continue
+        rt.sleep(0.05)
+        waited += 0.05
+        if (deadline is not None and time.monotonic() > deadline) or waited > timeout:
+            break
+    raise TimeoutError(f"no leader of {spec.group} accepted the proposal within {timeout} s")
+
+
+def status(rt: Any, spec: GroupSpec) -> dict[str, Any]:
+    """Each member's view (role, term, commit, applied, keys); None for a member that is down."""
+    out: dict[str, Any] = {}
+    for node in spec.nodes:
+        try:
+            out[node] = rt.call(raft_name(spec.group, node), ("status",), timeout=5)
+        except CallError:
+            out[node] = None
+    return out

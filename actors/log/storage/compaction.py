@@ -1,0 +1,559 @@
+"""Minor and major compaction of a group's segments, crash-safe (Ra v3 protocol).
+
+Why: a Ra-style snapshot omits the entries its machine still needs (live indexes), so
+the log below the snapshot cannot simply be truncated. Minor compaction (after every
+snapshot) deletes whole segments with no live entry; major compaction (every 8 minors
+or on demand) rewrites groups of sparse, adjacent segments into one, keeping only the
+live entries. Neither ever touches the newest (active) segment, and neither deletes a
+referenced segment: the result goes to the raft server, which updates its refs
+(`SegRefs.apply`) and only then calls `delete_unreferenced`.
+
+Major compaction of one group ``[leader, X1, X2, ...]`` (oldest first), the shipped v3
+protocol:
+
+1. write the marker ``<leader>.compaction_group`` listing the group; fsync it and the dir;
+2. write ``<leader>.compacting`` (live entries copied verbatim, CRCs kept), seal, fsync;
+3. rename it to ``<leader>.segment``: the commit point (dir fsynced before step 4);
+4. for each other ``X``: ``symlink(leader, X.link)`` then ``rename(X.link, X.segment)``;
+5. delete the marker; 6. fsync the directory.
+
+Renaming first means a reader that follows a symlink always finds the compacted data.
+`recover_compaction` (at start, before the refs are rebuilt from the directory) handles
+every state a crash can leave:
+
+====================================================  =====================================
+state found                                           action
+====================================================  =====================================
+no marker                                             nothing
+corrupt marker                                        delete it (and any .compacting)
+marker for a single segment                           delete .compacting and the marker
+multi-segment marker, ``.compacting`` present         abort: delete both, originals intact
+multi-segment marker, ``.compacting`` absent          recreate every symlink (idempotent),
+                                                      delete the marker, report the result
+====================================================  =====================================
+
+One check beyond Ra: in the last row the leader must be this compaction's output (its
+header names the group); otherwise the crash came before ``.compacting`` existed on
+disk, and recovery aborts instead of linking segments to an uncompacted leader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from sediment.log import get_logger
+
+from .errors import CompactionError, CorruptSegment
+from .failpoints import Failpoint, no_fp
+from .fsutil import (
+    FrameError,
+    frame,
+    fsync_dir,
+    is_regular,
+    is_symlink,
+    list_dir,
+    read_file,
+    unframe,
+    unlink_if_exists,
+    write_file_durable,
+)
+from .segment import (
+    DEFAULT_MAX_ENTRIES,
+    DEFAULT_MAX_SIZE,
+    SegmentReader,
+    SegmentWriter,
+    copy_live,
+    list_segment_files,
+)
+from .segrefs import SEGMENT_SUFFIX, SegRef, SegRefs, compactable, segment_number
+from .snapshot import SnapshotState
+
+__all__ = [
+    "COMPACTING_SUFFIX",
+    "LINK_SUFFIX",
+    "MARKER_SUFFIX",
+    "SYMLINK_KEEP_S",
+    "CompactionGuard",
+    "CompactionResult",
+    "CompactionType",
+    "SegmentInfo",
+    "compaction_groups",
+    "delete_unreferenced",
+    "major_compaction",
+    "minor_compaction",
+    "purge_dangling_symlinks",
+    "purge_symlinks",
+    "recover_compaction",
+    "segment_infos",
+]
+
+_log = get_logger("sediment.log.storage.compaction")
+
+CompactionType = Literal["minor", "major"]
+MARKER_SUFFIX: Final = ".compaction_group"
+COMPACTING_SUFFIX: Final = ".compacting"
+LINK_SUFFIX: Final = ".link"
+SYMLINK_KEEP_S: Final = 60  # Ra's SYMLINK_KEEPFOR_S
+DEFAULT_NUM_MINORS: Final = 8  # Ra's {num_minors, 8}
+GROUPING_THRESHOLD: Final = 0.5
+_KIND_MARKER: Final = b"CGRP"
+_KNOWN_SUFFIXES: Final = (SEGMENT_SUFFIX, MARKER_SUFFIX, COMPACTING_SUFFIX, LINK_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction did (Ra's ``#compaction_result{}``).
+
+    ``unreferenced``: segment files with no live entry; the server drops their refs,
+    then deletes them (`delete_unreferenced`). ``linked``: files now symlinks to a
+    compacted leader; drop their refs (the links are purged later). ``compacted_segrefs``:
+    the new refs of the compacted leaders; they replace the leaders' refs.
+    """
+
+    type: CompactionType = "minor"
+    unreferenced: tuple[str, ...] = ()
+    linked: tuple[str, ...] = ()
+    compacted_segrefs: tuple[SegRef, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.unreferenced or self.linked or self.compacted_segrefs)
+
+    def apply_to(self, refs: SegRefs) -> SegRefs:
+        """The server's refs after this result (do this before deleting files)."""
+        return refs.apply(self.unreferenced, self.linked, self.compacted_segrefs)
+
+
+# -- only one at a time -----------------------------------------------------------------
+
+
+class CompactionGuard:
+    """One compaction per group at a time; minors promoted to a major every N.
+
+    ``schedule`` returns the kind to run, or None when one is already running (the
+    request is logged and ignored, as Ra does; the highest snapshot index asked for
+    meanwhile is remembered and ``finish`` returns it so a follow-up minor can run).
+    ``num_minors=None`` means majors only on demand.
+    """
+
+    def __init__(self, num_minors: int | None = DEFAULT_NUM_MINORS) -> None:
+        self.num_minors = num_minors
+        self._lock = threading.Lock()
+        self._current: tuple[CompactionType, int] | None = None
+        self._minors = 0
+        self._pending: int | None = None
+
+    @property
+    def current(self) -> tuple[CompactionType, int] | None:
+        return self._current
+
+    @property
+    def minor_count(self) -> int:
+        return self._minors
+
+    def schedule(self, kind: CompactionType, snapshot_index: int) -> CompactionType | None:
+        with self._lock:
+            if self._current is not None:
+                _log.debug(
+                    "compaction already running; request ignored",
+                    requested=kind,
+                    snapshot_index=snapshot_index,
+                    running=self._current,
+                )
+                if self._pending is None or snapshot_index > self._pending:
+                    self._pending = snapshot_index
+                return None
+            if kind == "minor" and self.num_minors is not None and self._minors >= self.num_minors:
+                kind = "major"
+            if kind == "major":
+                self._minors = 0
+            else:
+                self._minors += 1
+            self._current = (kind, snapshot_index)
+            return kind
+
+    def finish(self) -> int | None:
+        """Mark the running compaction done. Returns a snapshot index to run a minor
+        for, if a newer one was requested while this one ran."""
+        with self._lock:
+            cur, self._current = self._current, None
+            pending, self._pending = self._pending, None
+            if cur is not None and pending is not None and pending > cur[1]:
+                return pending
+            return None
+
+
+# -- minor --------------------------------------------------------------------------------
+
+
+def minor_compaction(refs: Iterable[SegRef], state: SnapshotState) -> CompactionResult:
+    """Compactable segments with no live entry (all of them if nothing is live).
+
+    Pure: nothing is read or deleted. Ra runs this in the server process.
+    """
+    comp = compactable(refs, state.snapshot_index)
+    if not state.live_indexes:
+        dead = [r.file for r in comp]
+    else:
+        dead = [r.file for r in comp if not state.has_live_in(r.first, r.last)]
+    return CompactionResult("minor", unreferenced=tuple(dead))
+
+
+# -- major: planning ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A compactable segment with live entries: what grouping decides on."""
+
+    ref: SegRef
+    num_entries: int  # every record in the file
+    data_size: int  # bytes of every record in the file
+    live: tuple[int, ...]  # live indexes the file holds inside the ref's range
+    live_size: int  # bytes of those records
+
+    @property
+    def sparse(self) -> bool:
+        """Fewer than half its entries, or under half its bytes, are live."""
+        if self.num_entries == 0 or self.data_size == 0:
+            return True
+        return (
+            len(self.live) / self.num_entries < GROUPING_THRESHOLD
+            or self.live_size / self.data_size < GROUPING_THRESHOLD
+        )
+
+
+def compaction_groups(
+    infos: Sequence[SegmentInfo], max_count: int, max_size: int
+) -> list[list[SegmentInfo]]:
+    """Groups of adjacent sparse segments whose live entries fit one segment.
+
+    Ra's ``take_group``: oldest first, a sparse segment joins the current group while
+    the group's live count stays <= ``max_count`` and its live bytes <= ``max_size``; a
+    segment that would overflow closes the group (and starts the next one); a dense
+    segment closes the group and is skipped; a sparse segment too big to fit even an
+    empty group is skipped (PR #590: it used to loop forever).
+    """
+    groups: list[list[SegmentInfo]] = []
+    cur: list[SegmentInfo] = []
+    cnt = size = 0
+    k = 0
+    while k < len(infos):
+        info = infos[k]
+        n, s = len(info.live), info.live_size
+        if not info.sparse:
+            if cur:
+                groups.append(cur)
+                cur, cnt, size = [], 0, 0
+            k += 1
+            continue
+        if cnt + n > max_count or size + s > max_size:
+            if not cur:
+                k += 1  # alone it does not fit: skip it
+                continue
+            groups.append(cur)
+            cur, cnt, size = [], 0, 0
+            continue  # reconsider this segment for a new group
+        cur.append(info)
+        cnt += n
+        size += s
+        k += 1
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def segment_infos(
+    seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
+) -> tuple[list[str], list[SegmentInfo]]:
+    """Split ``refs`` into files with no live entry and infos of those with some."""
+    dead: list[str] = []
+    infos: list[SegmentInfo] = []
+    for ref in refs:
+        live = state.live_in(ref.first, ref.last)
+        if not live:
+            dead.append(ref.file)
+            continue
+        with SegmentReader.open(os.path.join(seg_dir, ref.file)) as r:
+            present = tuple(i for i in live if i in r)
+            if len(present) != len(live):
+                _log.warning(
+                    "live indexes missing from their segment",
+                    file=ref.file,
+                    missing=len(live) - len(present),
+                )
+            if not present:
+                dead.append(ref.file)
+                continue
+            infos.append(
+                SegmentInfo(ref, r.num_entries, r.data_size, present, r.live_size(present))
+            )
+    return dead, infos
+
+
+# -- major: the protocol ------------------------------------------------------------------
+
+
+def _stem(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def _write_marker(path: str, names: Sequence[str]) -> None:
+    write_file_durable(path, frame(_KIND_MARKER, json.dumps(list(names)).encode()))
+
+
+def _read_marker(path: str) -> list[str]:
+    names = json.loads(unframe(_KIND_MARKER, read_file(path)))
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError("marker is not a non-empty list of file names")
+    return names
+
+
+def _link(seg_dir: str, leader: str, name: str, fp: Failpoint) -> None:
+    """Replace segment ``name`` by a symlink to ``leader``: X.link, then rename."""
+    link = os.path.join(seg_dir, _stem(name) + LINK_SUFFIX)
+    unlink_if_exists(link)
+    os.symlink(leader, link)  # relative: the directory may move
+    fp("compaction.after_symlink")
+    os.rename(link, os.path.join(seg_dir, name))
+    fp("compaction.after_link_rename")
+
+
+def _compact_group(seg_dir: str, group: Sequence[SegmentInfo], fp: Failpoint) -> SegRef:
+    names = [g.ref.file for g in group]
+    leader = names[0]
+    stem = _stem(leader)
+    marker = os.path.join(seg_dir, stem + MARKER_SUFFIX)
+    compacting = os.path.join(seg_dir, stem + COMPACTING_SUFFIX)
+    _write_marker(marker, names)
+    fp("compaction.after_marker")
+    unlink_if_exists(compacting)
+    readers = [SegmentReader.open(os.path.join(seg_dir, n)) for n in names]
+    try:
+        live = [i for g in group for i in g.live]
+        dst = SegmentWriter.create(
+            compacting,
+            readers[0].group,
+            max_entries=len(live) + 1,
+            max_size=1 << 62,
+            origin=names,
+            compacted=True,
+        )
+        try:
+            copy_live(readers, live, dst, ranges=[(g.ref.first, g.ref.last) for g in group])
+            dst.seal(fp)  # fsyncs the file and the directory entry
+        except BaseException:
+            dst.abandon()
+            raise
+    finally:
+        for r in readers:
+            r.close()
+    fp("compaction.after_compacting_sync")
+    os.rename(compacting, os.path.join(seg_dir, leader))
+    fp("compaction.after_rename")
+    fsync_dir(seg_dir)
+    fp("compaction.after_rename_sync")
+    for name in names[1:]:
+        _link(seg_dir, leader, name, fp)
+    fp("compaction.before_marker_delete")
+    os.unlink(marker)
+    fp("compaction.after_marker_delete")
+    fsync_dir(seg_dir)
+    fp("compaction.after_dir_sync")
+    return SegRef(leader, live[0], live[-1])
+
+
+def major_compaction(
+    seg_dir: str,
+    refs: Iterable[SegRef],
+    state: SnapshotState,
+    *,
+    max_count: int = DEFAULT_MAX_ENTRIES,
+    max_size: int = DEFAULT_MAX_SIZE,
+    fp: Failpoint = no_fp,
+) -> CompactionResult:
+    """Run a major compaction over the group's compactable segments.
+
+    ``refs``: all of the server's refs (the compactable ones are chosen here, never the
+    newest). Deletes orphans (regular segment files at or below the newest compactable
+    one that no ref names: overwritten segments), then compacts each group. Referenced
+    files are never deleted here.
+    """
+    all_refs = SegRefs(refs)
+    comp = all_refs.compactable(state.snapshot_index)
+    if not comp:
+        return CompactionResult("major")
+    newest = comp[-1].number
+    referenced = set(all_refs.files())
+    orphans = [
+        n
+        for n in list_segment_files(seg_dir)
+        if (segment_number(n) or 0) <= newest and n not in referenced
+    ]
+    for n in orphans:
+        _log.info("deleting orphaned segment", file=n)
+        unlink_if_exists(os.path.join(seg_dir, n))
+    if orphans:
+        fsync_dir(seg_dir)
+        fp("compaction.after_orphan_delete")
+    if not state.live_indexes:
+        return CompactionResult("major", unreferenced=tuple(r.file for r in comp))
+    dead, infos = segment_infos(seg_dir, comp, state)
+    compacted: list[SegRef] = []
+    linked: list[str] = []
+    for group in compaction_groups(infos, max_count, max_size):
+        compacted.append(_compact_group(seg_dir, group, fp))
+        linked.extend(g.ref.file for g in group[1:])
+    return CompactionResult("major", tuple(dead), tuple(linked), tuple(compacted))
+
+
+# -- recovery -----------------------------------------------------------------------------
+
+
+def _recover_marker(seg_dir: str, marker_name: str, fp: Failpoint) -> CompactionResult:
+    stem = marker_name[: -len(MARKER_SUFFIX)]
+    marker = os.path.join(seg_dir, marker_name)
+    compacting = os.path.join(seg_dir, stem + COMPACTING_SUFFIX)
+    leader = stem + SEGMENT_SUFFIX
+    try:
+        names = _read_marker(marker)
+        if names[0] != leader:
+            raise ValueError(f"marker names {names[0]}, not {leader}")
+    except (FrameError, ValueError, UnicodeDecodeError) as exc:
+        _log.warning("corrupt compaction marker deleted", file=marker_name, reason=str(exc))
+        unlink_if_exists(compacting)
+        os.unlink(marker)
+        return CompactionResult("major")
+    if len(names) == 1:
+        # Single segment: either state is consistent (the name never changes).
+        unlink_if_exists(compacting)
+        os.unlink(marker)
+        return CompactionResult("major")
+    if os.path.lexists(compacting):
+        _log.warning("interrupted compaction aborted; originals intact", group=names)
+        os.unlink(compacting)
+        os.unlink(marker)
+        return CompactionResult("major")
+    # .compacting absent: the rename (commit point) happened, unless it never existed.
+    leader_path = os.path.join(seg_dir, leader)
+    try:
+        with SegmentReader.open(leader_path) as r:
+            ours = r.compacted and list(r.origin) == names
+            ref = r.segref()
+    except FileNotFoundError:
+        raise CompactionError(f"{marker}: group leader {leader} is missing") from None
+    except CorruptSegment as exc:
+        raise CompactionError(f"{marker}: group leader is damaged: {exc}") from exc
+    if not ours:
+        if any(is_symlink(os.path.join(seg_dir, n)) for n in names[1:]):
+            raise CompactionError(f"{marker}: symlinks exist but {leader} is not compacted")
+        _log.warning("compaction stopped before its output existed; aborted", group=names)
+        os.unlink(marker)
+        return CompactionResult("major")
+    for name in names[1:]:
+        path = os.path.join(seg_dir, name)
+        if is_symlink(path) and os.readlink(path) == leader:
+            continue
+        _link(seg_dir, leader, name, fp)
+    os.unlink(marker)
+    _log.info("interrupted compaction completed", group=names)
+    compacted = (ref,) if ref is not None else ()
+    return CompactionResult("major", linked=tuple(names[1:]), compacted_segrefs=compacted)
+
+
+def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
+    """Bring ``seg_dir`` to "originals intact" or "compaction complete" after a crash.
+
+    Run at start, before `segment.recover_segrefs`. Also removes leftovers no marker
+    explains (``.compacting`` files, ``.link`` symlinks); unknown files are left alone
+    with a warning. Returns the completed compactions' result to apply to the refs.
+    """
+    linked: list[str] = []
+    compacted: list[SegRef] = []
+    changed = False
+    for name in list_dir(seg_dir):
+        if name.endswith(MARKER_SUFFIX):
+            res = _recover_marker(seg_dir, name, fp)
+            linked.extend(res.linked)
+            compacted.extend(res.compacted_segrefs)
+            changed = True
+    for name in list_dir(seg_dir):
+        path = os.path.join(seg_dir, name)
+        if name.endswith(COMPACTING_SUFFIX) or (name.endswith(LINK_SUFFIX) and is_symlink(path)):
+            _log.warning("leftover compaction file deleted", file=name)
+            os.unlink(path)
+            changed = True
+        elif not name.endswith(_KNOWN_SUFFIXES) or segment_number(name) is None:
+            _log.warning("unknown file in segment directory left alone", file=name)
+    if changed:
+        fsync_dir(seg_dir)
+    if not (linked or compacted):
+        return CompactionResult("major") if changed else CompactionResult()
+    return CompactionResult("major", linked=tuple(linked), compacted_segrefs=tuple(compacted))
+
+
+# -- deleting -----------------------------------------------------------------------------
+
+
+def delete_unreferenced(
+    seg_dir: str, files: Iterable[str], fp: Failpoint = no_fp
+) -> list[str]:
+    """Delete segment files the server no longer references, then dangling symlinks.
+
+    Call only after the server applied the result to its refs. A crash part-way leaves
+    unreferenced files behind; they are harmless (no live entry) and the next minor
+    compaction or major orphan pass removes them.
+    """
+    files = [f for f in files if f.endswith(SEGMENT_SUFFIX) and os.sep not in f]
+    if not files:
+        return []
+    fp("minor.before_delete")
+    deleted = [f for f in files if unlink_if_exists(os.path.join(seg_dir, f))]
+    purge_dangling_symlinks(seg_dir)
+    fsync_dir(seg_dir)
+    fp("minor.after_delete")
+    return deleted
+
+
+def purge_dangling_symlinks(seg_dir: str) -> list[str]:
+    """Delete ``*.segment`` symlinks whose target is gone."""
+    out = []
+    for name in list_dir(seg_dir):
+        path = os.path.join(seg_dir, name)
+        if name.endswith(SEGMENT_SUFFIX) and is_symlink(path) and not os.path.exists(path):
+            os.unlink(path)
+            out.append(name)
+    return out
+
+
+def purge_symlinks(seg_dir: str, older_than_s: float = SYMLINK_KEEP_S, *, now: float) -> list[str]:
+    """Delete ``*.segment`` symlinks created more than ``older_than_s`` before ``now``.
+
+    The delay lets readers that still use an old segment name finish. ``now`` is passed
+    in (seconds since the epoch, the clock of the file system's ctime).
+    """
+    out = []
+    for name in list_dir(seg_dir):
+        path = os.path.join(seg_dir, name)
+        if not name.endswith(SEGMENT_SUFFIX) or not is_symlink(path):
+            continue
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if now - st.st_ctime > older_than_s:
+            os.unlink(path)
+            out.append(name)
+    if out:
+        fsync_dir(seg_dir)
+    return out
+
+
+def is_segment_file(seg_dir: str, name: str) -> bool:
+    """A regular segment file (not a compaction symlink)."""
+    return name.endswith(SEGMENT_SUFFIX) and is_regular(os.path.join(seg_dir, name))
