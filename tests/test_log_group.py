@@ -64,3 +64,39 @@ def test_a_killed_node_recovers_from_its_disk(rt: Any, tmp_path: Path) -> None:
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
     n3 = status(rt, spec)["n3"]
     assert n3["last_index"] >= max(keys.values())
+
+
+async def _listen(ctx: Any, group: str, node: str, report_to: Any) -> None:
+    """Subscribe to a member's leadership changes and forward them."""
+    from sediment.runtime.messages import Call
+
+    server = await ctx.whereis(raft_name(group, node))
+    current = await ctx.call(server, ("subscribe", ctx.self()))
+    ctx.send(report_to, ("current", current))
+    while True:
+        msg = await ctx.receive()
+        if not isinstance(msg, Call):
+            ctx.send(report_to, msg)
+
+
+def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> None:
+    from runtime_helpers import collector
+
+    a, b = group(tmp_path, "ga"), group(tmp_path, "gb")
+    start_log_cluster(rt, [a, b])
+    ia, _ = propose(rt, a, ("put", "x", 1))
+    ib, _ = propose(rt, b, ("put", "y", 2))
+    assert eventually(rt, lambda: converged(rt, a, {"x": ia}) and converged(rt, b, {"y": ib}),
+                      timeout=30)
+    sink = rt.spawn(collector, node="n1")
+    rt.spawn(_listen, "ga", "n2", sink, node="n2")
+    assert eventually(rt, lambda: any(m[0] == "current" for m in rt.call(sink, "get")))
+    old = leader_of(rt, a)
+    assert old is not None
+    rt.kill(rt.whereis(raft_name("ga", old)))
+    if old == "n2":  # the listener's member itself died: subscribe again after its restart
+        assert eventually(rt, lambda: rt.whereis(raft_name("ga", "n2")) is not None, timeout=30)
+        rt.spawn(_listen, "ga", "n2", sink, node="n2")
+    propose(rt, a, ("put", "x", 3))
+    changes = lambda: [m for m in rt.call(sink, "get") if m[0] == "leader_changed"]  # noqa: E731
+    assert eventually(rt, lambda: any(m[2] not in (None, old) for m in changes()), timeout=30)
