@@ -100,3 +100,41 @@ def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> No
     propose(rt, a, ("put", "x", 3))
     changes = lambda: [m for m in rt.call(sink, "get") if m[0] == "leader_changed"]  # noqa: E731
     assert eventually(rt, lambda: any(m[2] not in (None, old) for m in changes()), timeout=30)
+
+
+def values(rt: Any, spec: GroupSpec, node: str, keys: list[str]) -> dict[str, Any]:
+    return {k: rt.call(raft_name(spec.group, node), ("get", k), timeout=10) for k in keys}
+
+
+def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> None:
+    spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=1024,
+                     snapshot_every=30, num_minors=1000, segment_max_entries=6)
+    start_log_cluster(rt, [spec])
+    keys: dict[str, int] = {}
+    latest: dict[str, int] = {}
+    for i in range(60):  # cold keys written once among overwrites of one hot key: holes
+        key = f"cold{i}" if i % 3 == 0 else "hot"
+        keys[key] = propose(rt, spec, ("put", key, i))[0]
+        latest[key] = i
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
+    views = status(rt, spec)
+    for view in views.values():
+        assert view["snapshot_index"] >= 30 and view["live_indexes"] <= len(latest)
+        assert view["segments"], "entries moved from the WAL into segments"
+    for node in spec.nodes:
+        before = len(status(rt, spec)[node]["segments"])
+        reply = rt.call(raft_name(spec.group, node), ("compact",), timeout=30)
+        assert reply[0] == "ok" and reply[1] == "major"
+        after = len(status(rt, spec)[node]["segments"])
+        assert after < before, (before, after)  # sparse segments were merged
+        assert values(rt, spec, node, list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+    wal_files = [p for p in (tmp_path / "data" / "n1" / "wal").iterdir()]
+    assert len(wal_files) <= 3, wal_files  # flushed WAL files are deleted
+
+    rt.kill_node("n2")  # back from its snapshot, segments and WAL
+    for i in range(60, 66):
+        key = "hot"
+        keys[key] = propose(rt, spec, ("put", key, i))[0]
+        latest[key] = i
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
+    assert values(rt, spec, "n2", list(latest)) == {k: ("ok", v) for k, v in latest.items()}

@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sediment.actors.log.shell.names import raft_name, wal_name
+from sediment.actors.log.shell.log_worker import log_worker
+from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.segment_writer import segment_writer
 from sediment.actors.log.shell.server import GroupSpec, raft_server
 from sediment.actors.log.shell.wal_server import wal_server
 from sediment.runtime.errors import CallError
@@ -21,15 +23,28 @@ from sediment.supervision import ChildSpec, Spawn, SupFlags, start_top, supervis
 
 
 def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
+    """segment writer, WAL, then per group its log worker and raft server (start order:
+    each needs the ones before it)."""
     mine = [g for g in groups if node in g.nodes]
     max_size = max((g.wal_max_size for g in mine), default=64 * 1024 * 1024)
     wal_dir = mine[0].wal_dir(node) if mine else ""
-    children = [ChildSpec("wal", (Spawn(wal_server, node=node, name=wal_name(node),
-                                        label=wal_name(node)), (wal_dir, max_size)))]
-    children += [ChildSpec(f"raft:{g.group}",
-                           (Spawn(raft_server, node=node, name=raft_name(g.group, node),
-                                  label=raft_name(g.group, node)), (g,)))
-                 for g in mine]
+    group_dirs = {g.group: (g.group_dir(node), g.segment_max_entries) for g in mine}
+    children = [
+        ChildSpec("segwriter", (Spawn(segment_writer, node=node, name=segwriter_name(node),
+                                      label=segwriter_name(node)), (node, group_dirs))),
+        ChildSpec("wal", (Spawn(wal_server, node=node, name=wal_name(node),
+                                label=wal_name(node)), (wal_dir, max_size))),
+    ]
+    for g in mine:
+        children.append(ChildSpec(
+            f"worker:{g.group}",
+            (Spawn(log_worker, node=node, name=worker_name(g.group, node),
+                   label=worker_name(g.group, node)),
+             (g.group, g.group_dir(node), g.num_minors, g.segment_max_entries))))
+        children.append(ChildSpec(
+            f"raft:{g.group}",
+            (Spawn(raft_server, node=node, name=raft_name(g.group, node),
+                   label=raft_name(g.group, node)), (g,))))
     return children
 
 

@@ -8,5 +8,13 @@ def wal_name(node: str) -> str:
     return f"wal@{node}"
 
 
+def segwriter_name(node: str) -> str:
+    return f"segwriter@{node}"
+
+
+def worker_name(group: str, node: str) -> str:
+    return f"logworker:{group}@{node}"
+
+
 def raft_name(group: str, node: str) -> str:
     return f"raft:{group}@{node}"

@@ -7,8 +7,16 @@ messages to the peers' raft servers (found by registered name), committed entrie
 the state machine, outcomes to proposers, leadership changes to subscribers (the
 election listener API).
 
-Not yet here: snapshots, segment files, compaction and snapshot install (the core
-supports them; the shell refuses to build an install and the core then retries).
+Every `snapshot_every` applied entries it asks its log worker to write a snapshot (the
+machine's bytes and live indexes: for the KV, each key's latest put); the worker runs a
+minor compaction after it and reports; the server applies the result to its segment
+refs, and only then asks the worker to delete files. It owns the segment refs; the
+segment writer reports new segments to it.
+
+Not yet here: snapshot install to a lagging follower. Until it is, a leader keeps in
+memory the entries its followers have not matched yet (up to `MAX_RETAINED` beyond its
+snapshot) and tells the core about the snapshot only up to the slowest follower, so the
+core replicates from memory instead of asking for an install.
 """
 
 from __future__ import annotations
@@ -23,11 +31,30 @@ from sediment.actors.log.raft import core
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftConfig, RaftState
-from sediment.actors.log.raft.types import Entry, HardState
+from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
 from sediment.actors.log.shell.codec import from_stored, to_stored
+from sediment.actors.log.shell.log_worker import (
+    CompactionDone,
+    DeleteSegments,
+    MajorCompaction,
+    SnapshotWritten,
+    TakeSnapshot,
+    snapshot_dir,
+)
 from sediment.actors.log.shell.meta import MetaStore
-from sediment.actors.log.shell.names import raft_name, wal_name
-from sediment.actors.log.shell.wal_server import WalRejected, WalWriteReq, WalWritten
+from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.segment_writer import (
+    CompactionApplied,
+    SegmentsFlushed,
+    SnapshotStateChanged,
+    segment_dir,
+)
+from sediment.actors.log.shell.wal_server import WalRead, WalRejected, WalWriteReq, WalWritten
+from sediment.actors.log.storage import snapshot
+from sediment.actors.log.storage.records import Entry as Stored
+from sediment.actors.log.storage.segment import SegmentReader
+from sediment.actors.log.storage.segrefs import SegRefs
+from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid, Ref
 from sediment.runtime.process import Process
@@ -47,6 +74,9 @@ class GroupSpec:
     election_timeout: tuple[float, float] = (0.3, 0.6)
     heartbeat_interval: float = 0.1
     wal_max_size: int = 64 * 1024 * 1024
+    snapshot_every: int = 4096  # Ra's min_snapshot_interval
+    segment_max_entries: int = 4096  # Ra's segment_max_entries
+    num_minors: int = 8  # a major compaction every N minor ones
 
     def raft_config(self) -> RaftConfig:
         return RaftConfig(peers=self.nodes, election_timeout=self.election_timeout,
@@ -62,6 +92,9 @@ class GroupSpec:
         return os.path.join(self.node_dir(node), "wal")
 
 
+MAX_RETAINED = 50_000  # entries kept past the snapshot for slow followers
+
+
 @dataclass(frozen=True)
 class _Tick:
     due: float
@@ -73,7 +106,14 @@ class _Shell:
     spec: GroupSpec
     meta: MetaStore
     wal: Pid
+    segwriter: Pid
+    worker: Pid
+    refs: SegRefs
+    snap_state: SnapshotState
     machine: Any = field(default_factory=kv_machine.initial)
+    snapshotting: bool = False
+    trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
+    compact_waiters: list[Any] = field(default_factory=list)
     peers: dict[str, Pid] = field(default_factory=dict)
     peer_monitors: dict[Ref, str] = field(default_factory=dict)
     results: dict[int, Any] = field(default_factory=dict)
@@ -84,29 +124,61 @@ class _Shell:
 
 
 async def raft_server(ctx: Process, spec: GroupSpec) -> None:
-    """Process entry: restore from the meta file and the WAL, then serve forever."""
+    """Process entry: restore (meta file, latest snapshot, segments, the WAL's memtable),
+    then serve forever."""
     node = ctx.self().node
-    wal = await ctx.whereis(wal_name(node))
-    if wal is None:
-        raise RuntimeError(f"no WAL process on {node}")
-    meta = MetaStore(spec.group_dir(node))
+    group, gdir = spec.group, spec.group_dir(node)
+    wal = await _needed(ctx, wal_name(node))
+    segwriter = await _needed(ctx, segwriter_name(node))
+    worker = await _needed(ctx, worker_name(group, node))
+    meta = MetaStore(gdir)
     hard = meta.load()
-    stored = await ctx.call(wal, ("recovered", spec.group), timeout=30)
-    tail = _contiguous([from_stored(s) for s in stored])
-    state = core.init(spec.raft_config(), node, hard, tail, None,
+    info = snapshot.recover(snapshot_dir(gdir)).latest
+    snap_state = info.state if info is not None else SnapshotState.initial()
+    for pid in (wal, segwriter):
+        ctx.send(pid, SnapshotStateChanged(group, snap_state))
+    refs = SegRefs(await ctx.call(segwriter, ("refs", group), timeout=60))
+    memtable = await ctx.call(wal, ("recovered", group), timeout=60)
+    first = (info.index if info is not None else 0) + 1
+    tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable))
+    snap_meta = SnapshotMeta(info.index, info.term) if info is not None else None
+    state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
-    shell = _Shell(ctx, spec, meta, wal)
-    _logger.info("raft server up", group=spec.group, term=hard.term, log=len(tail))
+    shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state)
+    if info is not None:
+        shell.machine = kv_machine.restore(snapshot.read_data(info))
+    _logger.info("raft server up", group=group, term=hard.term, snapshot=first - 1,
+                 log=len(tail), segments=len(refs))
     await _step(shell, state, rp.Tick(ctx.now()))
 
 
-def _contiguous(entries: list[Entry]) -> list[Entry]:
+async def _needed(ctx: Process, name: str) -> Pid:
+    pid = await ctx.whereis(name)
+    if pid is None:
+        raise RuntimeError(f"{name} is not running")
+    return pid
+
+
+def _log_entries(seg_dir: str, refs: SegRefs, first: int, memtable: list[Stored]) -> list[Entry]:
+    """Entries from `first` on: the segments, then the WAL's memtable over them."""
+    by_index: dict[int, Stored] = {}
+    for ref in refs:
+        if ref.last < first:
+            continue
+        with SegmentReader.open(os.path.join(seg_dir, ref.file)) as reader:
+            for stored in reader.entries(first=max(first, ref.first), last=ref.last):
+                by_index[stored.index] = stored
+    for stored in memtable:
+        if stored.index >= first:
+            by_index[stored.index] = stored
+    return [from_stored(by_index[i]) for i in sorted(by_index)]
+
+
+def _contiguous(first: int, entries: list[Entry]) -> list[Entry]:
     """The recovered log up to its first gap (later entries are refetched from the leader)."""
     out: list[Entry] = []
     for entry in entries:
-        if out and entry.index != out[-1].index + 1:
-            break
-        if not out and entry.index != 1:
+        if entry.index != (out[-1].index + 1 if out else first):
             break
         out.append(entry)
     return out
@@ -120,8 +192,29 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
             state, effects = core.step(state, event)
             for effect in effects:
                 await _execute(shell, state, effect)
+            trim = _trim_event(shell, state)
+            if trim is not None:
+                state, effects = core.step(state, trim)
+                for effect in effects:
+                    await _execute(shell, state, effect)
             _schedule_tick(shell, state)
         event = _event(shell, state, await ctx.receive())
+
+
+def _trim_event(shell: _Shell, state: RaftState) -> rp.Event | None:
+    """Drop in-memory entries up to the snapshot, but not past the slowest follower."""
+    index, term = shell.trim_to
+    if index <= state.snap_index:
+        return None
+    floor = index
+    if state.role == "leader" and state.progress:
+        slowest = min(p.match for p in state.progress.values())
+        floor = max(min(index, slowest), index - MAX_RETAINED)
+    if floor <= state.snap_index:
+        return None
+    if floor != index:
+        term = state.entries[floor - state.snap_index - 1].term
+    return rp.SnapshotTaken(floor, term)
 
 
 def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
@@ -145,6 +238,25 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         return None
     if isinstance(msg, Call):
         return _on_call(shell, state, msg)
+    if isinstance(msg, SegmentsFlushed):
+        shell.refs, dropped = shell.refs.update(msg.refs)
+        if dropped:  # overwritten whole: nothing references them any more
+            ctx.send(shell.worker, DeleteSegments(tuple(r.file for r in dropped)))
+        return None
+    if isinstance(msg, SnapshotWritten):
+        shell.snapshotting = False
+        shell.snap_state = msg.state
+        for pid in (shell.wal, shell.segwriter):
+            ctx.send(pid, SnapshotStateChanged(shell.spec.group, msg.state))
+        _compacted(shell, msg.result)
+        shell.trim_to = (msg.index, msg.term)
+        return None
+    if isinstance(msg, CompactionDone):
+        _compacted(shell, msg.result)
+        for waiter in shell.compact_waiters:
+            ctx.reply(waiter, ("ok", msg.result.type, len(msg.result.linked)))
+        shell.compact_waiters.clear()
+        return None
     _logger.warning("raft server got an unexpected message", message=repr(msg)[:200])
     return None
 
@@ -162,6 +274,11 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     elif kind == "subscribe":
         shell.listeners.append(request[1])
         ctx.reply(call.from_, shell.leader)
+    elif kind == "get":
+        return _get(shell, state, call, request[1])
+    elif kind == "compact":
+        shell.compact_waiters.append(call.from_)
+        ctx.send(shell.worker, MajorCompaction(tuple(shell.refs), shell.snap_state, ctx.self()))
     else:
         ctx.reply(call.from_, ("error", ("unknown_request", request)))
     return None
@@ -171,7 +288,42 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
     return {"group": shell.spec.group, "node": state.me, "role": state.role,
             "term": state.term, "leader": shell.leader[0], "commit": state.commit,
             "applied": state.applied, "last_index": state.snap_index + len(state.entries),
-            "keys": dict(shell.machine.keys)}
+            "keys": dict(shell.machine.keys), "snapshot_index": state.snap_index,
+            "live_indexes": len(shell.snap_state.live_indexes),
+            "segments": [(r.file, r.first, r.last) for r in shell.refs]}
+
+
+def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
+    """A local read of a key's value: its latest put's entry, wherever the log keeps it
+    (memory, the WAL's memtable, or a segment)."""
+    index = shell.machine.keys.get(key)
+    ctx = shell.ctx
+    if index is None:
+        ctx.reply(call.from_, ("ok", None))
+        return
+    found = _read(state, index)
+    if found[0] == "ok":
+        ctx.reply(call.from_, ("ok", found[1][2]))
+        return
+    ref = shell.refs.find(index)
+    if ref is not None:
+        path = os.path.join(segment_dir(shell.spec.group_dir(state.me)), ref.file)
+        with SegmentReader.open(path) as reader:
+            stored = reader.get(index)
+        if stored is not None:
+            ctx.reply(call.from_, ("ok", from_stored(stored).command[2]))
+            return
+    ctx.send(shell.wal, WalRead(shell.spec.group, index, call.from_))
+
+
+def _compacted(shell: _Shell, result: Any) -> None:
+    """Refs first, deletes after: the server never references a deleted file."""
+    if result.is_empty:
+        return
+    shell.refs = result.apply_to(shell.refs)
+    shell.ctx.send(shell.segwriter, CompactionApplied(shell.spec.group, result))
+    if result.unreferenced:
+        shell.ctx.send(shell.worker, DeleteSegments(tuple(result.unreferenced)))
 
 
 def _read(state: RaftState, index: int) -> Any:
@@ -194,13 +346,15 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
     elif isinstance(effect, rp.Send):
         await _send(shell, effect.to, effect.msg)
     elif isinstance(effect, rp.Apply):
-        _apply(shell, effect.entries)
+        _apply(shell, state, effect.entries)
     elif isinstance(effect, rp.Reply):
         _reply(shell, effect)
     elif isinstance(effect, rp.LeaderChanged):
         shell.leader = (effect.leader, effect.term)
         for pid in shell.listeners:
             ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
+    elif isinstance(effect, rp.SendSnapshot):
+        pass  # snapshot install is not in this shell yet: see the module docstring
     else:
         _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
 
@@ -217,7 +371,7 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
     ctx.send(pid, msg)
 
 
-def _apply(shell: _Shell, entries: tuple[Entry, ...]) -> None:
+def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
     for entry in entries:
         shell.machine, result = kv_machine.apply(shell.machine, entry)
         waiter = shell.waiting.pop(entry.index, None)
@@ -228,6 +382,20 @@ def _apply(shell: _Shell, entries: tuple[Entry, ...]) -> None:
     if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
         for index in sorted(shell.results)[:5_000]:
             del shell.results[index]
+    _maybe_snapshot(shell, state, entries[-1] if entries else None)
+
+
+def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None:
+    """Every `snapshot_every` applied entries, one snapshot at a time."""
+    if last is None or shell.snapshotting:
+        return
+    if last.index - state.snap_index < shell.spec.snapshot_every:
+        return
+    shell.snapshotting = True
+    machine = shell.machine
+    shell.ctx.send(shell.worker, TakeSnapshot(
+        last.index, last.term, kv_machine.snapshot(machine),
+        tuple(kv_machine.live_indexes(machine)), tuple(shell.refs), shell.ctx.self()))
 
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:

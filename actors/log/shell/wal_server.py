@@ -10,12 +10,18 @@ entries it holds (Ra's memtable role), so a restarted raft server gets its log b
 
 from __future__ import annotations
 
+import bisect
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from sediment import log
+from sediment.actors.log.shell.codec import from_stored
+from sediment.actors.log.shell.names import segwriter_name
+from sediment.actors.log.shell.segment_writer import FlushWal, SnapshotStateChanged, WalFlushed
 from sediment.actors.log.storage.records import Entry as Stored
-from sediment.actors.log.storage.wal import GroupLog, Wal, WalWrite
+from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.actors.log.storage.wal import GroupLog, Wal, WalWrite, file_number
 from sediment.runtime.errors import ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -41,6 +47,15 @@ class WalWritten:
 
 
 @dataclass(frozen=True)
+class WalRead:
+    """Answer a key read (`reply_to` is the caller's From) with the value at `index`."""
+
+    group: str
+    index: int
+    reply_to: Any
+
+
+@dataclass(frozen=True)
 class WalRejected:
     """The write left a gap: resend from `from_index`."""
 
@@ -49,8 +64,14 @@ class WalRejected:
 
 
 async def wal_server(ctx: Process, directory: str, max_size: int) -> None:
-    """Process entry: recover the WAL directory, then serve batched writes."""
-    wal, recovery = Wal.open(directory, max_size, fp=_sync_failpoint(ctx))
+    """Process entry: recover the WAL directory, then serve batched writes.
+
+    Recovered files are handed to the segment writer at once; a file closed later (it
+    passed `max_size`) is handed over when it closes. A file is deleted only when the
+    segment writer reports it flushed.
+    """
+    states: dict[str, SnapshotState] = {}
+    wal, recovery = Wal.open(directory, max_size, states, fp=ctx.failpoint_sync)
     memtable: dict[str, GroupLog] = {}
     for group, entries in recovery.groups.items():
         glog = memtable.setdefault(group, GroupLog())
@@ -58,19 +79,60 @@ async def wal_server(ctx: Process, directory: str, max_size: int) -> None:
             glog.add(entry)
     if recovery.truncated:
         _logger.warning("wal recovered with a torn tail cut", cut=recovery.truncated)
+    node = ctx.self().node
+    for name in recovery.files:
+        await _hand_over(ctx, node, os.path.join(directory, name))
     while True:
         msg = await ctx.receive()
         if isinstance(msg, Call):
             ctx.reply(msg.from_, _answer(memtable, msg.request))
         elif isinstance(msg, WalWriteReq):
             batch = [msg, *await _drain(ctx)]
-            _write(ctx, wal, memtable, batch)
+            rolled = _write(ctx, wal, memtable, batch)
+            if rolled is not None:
+                await _hand_over(ctx, node, os.path.join(directory, rolled))
+        elif isinstance(msg, WalFlushed):
+            wal.delete_files_upto(msg.number, fp=ctx.failpoint_sync)
+            for group, last in msg.last_indexes.items():
+                _trim(memtable.get(group), last)
+        elif isinstance(msg, WalRead):
+            stored = _answer(memtable, ("read", msg.group, msg.index))
+            value = ("ok", from_stored(stored).command[2]) if stored is not None else (
+                "error", "not_found")
+            ctx.reply(msg.reply_to, value)
+        elif isinstance(msg, SnapshotStateChanged):
+            states[msg.group] = msg.state
+            _trim(memtable.get(msg.group), msg.state.smallest_live_index - 1)
+
+
+async def _hand_over(ctx: Process, node: str, path: str) -> None:
+    writer = await ctx.whereis(segwriter_name(node))
+    number = file_number(os.path.basename(path))
+    if writer is not None and number is not None:
+        ctx.send(writer, FlushWal(path, number))
+
+
+def _trim(glog: GroupLog | None, upto: int) -> None:
+    """Forget entries at or below `upto`: they are in segments (or no longer needed)."""
+    if glog is None or not glog.indexes or glog.indexes[0] > upto:
+        return
+    k = bisect.bisect_right(glog.indexes, upto)
+    del glog.entries[:k]
+    del glog.indexes[:k]
 
 
 def _answer(memtable: dict[str, GroupLog], request: Any) -> Any:
-    if isinstance(request, tuple) and request[:1] == ("recovered",):
-        glog = memtable.get(request[1])
+    """("recovered", group): every entry held; ("read", group, index): one or None."""
+    kind = request[0] if isinstance(request, tuple) and request else None
+    glog = memtable.get(request[1]) if kind in ("recovered", "read") else None
+    if kind == "recovered":
         return list(glog.entries) if glog is not None else []
+    if kind == "read":
+        if glog is None:
+            return None
+        k = bisect.bisect_left(glog.indexes, request[2])
+        found = k < len(glog.indexes) and glog.indexes[k] == request[2]
+        return glog.entries[k] if found else None
     return ("error", ("unknown_request", request))
 
 
@@ -86,11 +148,11 @@ async def _drain(ctx: Process) -> list[WalWriteReq]:
 
 
 def _write(ctx: Process, wal: Wal, memtable: dict[str, GroupLog],
-           batch: list[WalWriteReq]) -> None:
+           batch: list[WalWriteReq]) -> str | None:
     writes = [WalWrite(req.group, entry, req.prev_index if i == 0 else
                        (req.entries[i - 1].index if req.prev_index is not None else None))
               for req in batch for i, entry in enumerate(req.entries)]
-    result = wal.append(writes, fp=_sync_failpoint(ctx))
+    result = wal.append(writes, fp=ctx.failpoint_sync)
     for req in batch:
         glog = memtable.setdefault(req.group, GroupLog())
         if req.group in result.rejected:
@@ -103,8 +165,4 @@ def _write(ctx: Process, wal: Wal, memtable: dict[str, GroupLog],
         if req.entries:
             last = req.entries[-1]
             ctx.send(req.writer, WalWritten(req.group, last.index, last.term))
-
-
-def _sync_failpoint(ctx: Process) -> Any:
-    """Storage failpoints are synchronous; only `crash` and `raise` apply there."""
-    return ctx.failpoint_sync
+    return result.rolled

@@ -1,0 +1,121 @@
+"""The node's segment writer process: moves closed WAL files into per-group segments.
+
+When the WAL closes a file it sends `FlushWal`. For every group in that file the writer
+appends the entries the group still needs (not below its smallest live index) to the
+group's segments and syncs them, tells the group's raft server its new segment refs,
+and only then lets the WAL delete the file (`WalFlushed`). At start it runs the
+crash recovery of interrupted compactions for every group directory of the node, so the
+segment refs rebuilt afterwards are consistent.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from sediment import log
+from sediment.actors.log.shell.names import raft_name, wal_name
+from sediment.actors.log.storage import compaction
+from sediment.actors.log.storage.flush import GroupSegmentWriter
+from sediment.actors.log.storage.segment import SegmentConfig
+from sediment.actors.log.storage.segrefs import SegRef
+from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.actors.log.storage.wal import read_file
+from sediment.runtime.messages import Call
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.log.segments")
+
+
+@dataclass(frozen=True)
+class FlushWal:
+    path: str
+    number: int
+
+
+@dataclass(frozen=True)
+class WalFlushed:
+    number: int
+    last_indexes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SegmentsFlushed:
+    group: str
+    refs: tuple[SegRef, ...]
+
+
+@dataclass(frozen=True)
+class SnapshotStateChanged:
+    group: str
+    state: SnapshotState
+
+
+@dataclass(frozen=True)
+class CompactionApplied:
+    """The server applied a compaction result to its refs; the writer does the same to
+    its own view (new segments it flushed meanwhile are untouched: compaction never
+    touches the newest segment)."""
+
+    group: str
+    result: compaction.CompactionResult
+
+
+def segment_dir(group_dir: str) -> str:
+    return os.path.join(group_dir, "segments")
+
+
+async def segment_writer(ctx: Process, node: str,
+                         group_dirs: dict[str, tuple[str, int]]) -> None:
+    """Process entry: recover compactions, then flush closed WAL files as they come.
+
+    `group_dirs`: group -> (its directory on this node, segment max entries)."""
+    writers: dict[str, GroupSegmentWriter] = {}
+    states: dict[str, SnapshotState] = {}
+    for group, (gdir, max_entries) in group_dirs.items():
+        seg_dir = segment_dir(gdir)
+        os.makedirs(seg_dir, exist_ok=True)
+        compaction.recover_compaction(seg_dir, fp=ctx.failpoint_sync)
+        compaction.purge_dangling_symlinks(seg_dir)
+        writers[group] = GroupSegmentWriter(seg_dir, group, SegmentConfig(max_entries=max_entries),
+                                            fp=ctx.failpoint_sync)
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, FlushWal):
+            await _flush(ctx, node, writers, states, msg)
+        elif isinstance(msg, SnapshotStateChanged):
+            states[msg.group] = msg.state
+        elif isinstance(msg, CompactionApplied) and msg.group in writers:
+            writer = writers[msg.group]
+            writer.set_refs(msg.result.apply_to(writer.refs))
+        elif isinstance(msg, Call):
+            ctx.reply(msg.from_, _answer(writers, msg.request))
+
+
+def _answer(writers: dict[str, GroupSegmentWriter], request: Any) -> Any:
+    if isinstance(request, tuple) and request[:1] == ("refs",):
+        writer = writers.get(request[1])
+        return tuple(writer.refs) if writer is not None else ()
+    return ("error", ("unknown_request", request))
+
+
+async def _flush(ctx: Process, node: str, writers: dict[str, GroupSegmentWriter],
+                 states: dict[str, SnapshotState], msg: FlushWal) -> None:
+    by_group = read_file(msg.path)
+    last: dict[str, int] = {}
+    for group, entries in by_group.items():
+        writer = writers.get(group)
+        if writer is None or not entries:
+            if entries:
+                _logger.warning("WAL holds entries of an unknown group", group=group)
+            continue
+        refs = writer.flush(entries, states.get(group, SnapshotState.initial()),
+                            fp=ctx.failpoint_sync)
+        last[group] = entries[-1].index
+        server = await ctx.whereis(raft_name(group, node))
+        if server is not None and refs:
+            ctx.send(server, SegmentsFlushed(group, tuple(refs)))
+    wal = await ctx.whereis(wal_name(node))
+    if wal is not None:
+        ctx.send(wal, WalFlushed(msg.number, last))
