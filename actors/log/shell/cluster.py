@@ -23,8 +23,10 @@ from sediment.supervision import ChildSpec, Spawn, SupFlags, start_top, supervis
 
 
 def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
-    """segment writer, WAL, then per group its log worker and raft server (start order:
-    each needs the ones before it)."""
+    """Start order: the groups' log workers (each recovers its interrupted compactions),
+    the segment writer, the WAL, then the raft servers. Under `rest_for_one` a crash
+    restarts everything after the crashed process, so whatever read the disk before a
+    recovery reads it again."""
     mine = [g for g in groups if node in g.nodes]
     max_size = max((g.wal_max_size for g in mine), default=64 * 1024 * 1024)
     wal_dir = mine[0].wal_dir(node) if mine else ""
@@ -35,17 +37,18 @@ def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
         ChildSpec("wal", (Spawn(wal_server, node=node, name=wal_name(node),
                                 label=wal_name(node)), (wal_dir, max_size))),
     ]
-    for g in mine:
-        children.append(ChildSpec(
-            f"worker:{g.group}",
-            (Spawn(log_worker, node=node, name=worker_name(g.group, node),
-                   label=worker_name(g.group, node)),
-             (g.group, g.group_dir(node), g.num_minors, g.segment_max_entries))))
-        children.append(ChildSpec(
-            f"raft:{g.group}",
-            (Spawn(raft_server, node=node, name=raft_name(g.group, node),
-                   label=raft_name(g.group, node)), (g,))))
-    return children
+    workers = [ChildSpec(
+        f"worker:{g.group}",
+        (Spawn(log_worker, node=node, name=worker_name(g.group, node),
+               label=worker_name(g.group, node)),
+         (g.group, g.group_dir(node), g.num_minors, g.segment_max_entries)))
+        for g in mine]
+    servers = [ChildSpec(
+        f"raft:{g.group}",
+        (Spawn(raft_server, node=node, name=raft_name(g.group, node),
+               label=raft_name(g.group, node)), (g,)))
+        for g in mine]
+    return workers + children + servers
 
 
 def start_log_cluster(rt: Any, groups: list[GroupSpec], name: str = "log") -> Pid:

@@ -75,6 +75,10 @@ async def log_worker(ctx: Process, group: str, group_dir: str, num_minors: int,
     `segment_max_entries` entries (Ra's max_count)."""
     seg_dir, snap_root = segment_dir(group_dir), snapshot_dir(group_dir)
     os.makedirs(snap_root, exist_ok=True)
+    os.makedirs(seg_dir, exist_ok=True)
+    compaction.recover_compaction(seg_dir, fp=ctx.failpoint_sync)  # Ra's v3 recovery table
+    compaction.purge_dangling_symlinks(seg_dir)
+    snapshot.recover(snap_root)  # drops partial snapshot directories
     guard = compaction.CompactionGuard(num_minors)
     while True:
         msg = await ctx.receive()

@@ -13,10 +13,11 @@ minor compaction after it and reports; the server applies the result to its segm
 refs, and only then asks the worker to delete files. It owns the segment refs; the
 segment writer reports new segments to it.
 
-Not yet here: snapshot install to a lagging follower. Until it is, a leader keeps in
-memory the entries its followers have not matched yet (up to `MAX_RETAINED` beyond its
-snapshot) and tells the core about the snapshot only up to the slowest follower, so the
-core replicates from memory instead of asking for an install.
+Not yet here: snapshot install to a lagging follower. Until it is, a leader tells the
+core about a new snapshot (which drops the entries it covers from memory) only once every
+follower has matched it, or once it is more than `MAX_RETAINED` entries ahead of the
+slowest one; so the core replicates from memory instead of asking for an install, and
+only a follower that far behind would need one.
 """
 
 from __future__ import annotations
@@ -202,19 +203,15 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
 
 
 def _trim_event(shell: _Shell, state: RaftState) -> rp.Event | None:
-    """Drop in-memory entries up to the snapshot, but not past the slowest follower."""
+    """Tell the core about the latest snapshot once no follower still needs what it covers."""
     index, term = shell.trim_to
     if index <= state.snap_index:
         return None
-    floor = index
     if state.role == "leader" and state.progress:
         slowest = min(p.match for p in state.progress.values())
-        floor = max(min(index, slowest), index - MAX_RETAINED)
-    if floor <= state.snap_index:
-        return None
-    if floor != index:
-        term = state.entries[floor - state.snap_index - 1].term
-    return rp.SnapshotTaken(floor, term)
+        if slowest < index and index - slowest <= MAX_RETAINED:
+            return None
+    return rp.SnapshotTaken(index, term)
 
 
 def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
