@@ -138,3 +138,42 @@ def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> 
         latest[key] = i
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
     assert values(rt, spec, "n2", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+
+
+def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
+    from sediment.actors.log.shell.names import worker_name
+
+    spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=1024,
+                     snapshot_every=15, num_minors=1000, segment_max_entries=6)
+    start_log_cluster(rt, [spec])
+    keys: dict[str, int] = {}
+    latest: dict[str, Any] = {}
+
+    def write(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            key = f"cold{i}" if i % 3 == 0 else "hot"
+            keys[key] = propose(rt, spec, ("put", key, i))[0]
+            latest[key] = i
+
+    write(0, 45)
+    leader = leader_of(rt, spec)
+    assert leader is not None
+    worker = rt.whereis(worker_name(spec.group, leader))
+    # the leader's worker dies between the compaction's commit point and its symlinks;
+    # rest_for_one takes the leader's raft server down with it
+    rt.arm_failpoint(worker, "compaction.after_rename", "crash")
+    try:
+        rt.call(raft_name(spec.group, leader), ("compact",), timeout=5)
+    except Exception:  # noqa: BLE001 - the server died under the call
+        pass
+    write(45, 12)  # a new leader takes them
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
+
+    second = leader_of(rt, spec)
+    assert second is not None
+    rt.call(raft_name(spec.group, second), ("compact",), timeout=30)
+    rt.kill_node(second)  # a whole node, right after its compaction
+    write(57, 12)
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
+    for node in spec.nodes:
+        assert values(rt, spec, node, list(latest)) == {k: ("ok", v) for k, v in latest.items()}
