@@ -11,11 +11,18 @@ referenced segment: the result goes to the raft server, which updates its refs
 Major compaction of one group ``[leader, X1, X2, ...]`` (oldest first), the shipped v3
 protocol:
 
-1. write the marker ``<leader>.compaction_group`` listing the group; fsync it and the dir;
-2. write ``<leader>.compacting`` (live entries copied verbatim, CRCs kept), seal, fsync;
-3. rename it to ``<leader>.segment``: the commit point (dir fsynced before step 4);
-4. for each other ``X``: ``symlink(leader, X.link)`` then ``rename(X.link, X.segment)``;
+1. write the marker ``<leader>.compaction_group`` listing the group (file fsynced);
+2. write ``<leader>.compacting`` (live entries copied verbatim, CRCs kept), seal, fsync
+   it, then fsync the directory: the marker and the output are both durably named;
+3. rename it to ``<leader>.segment``: the commit point (the directory is fsynced before
+   step 4, so no symlink can outlive a lost rename);
+4. for each other ``X``: ``symlink(leader, X.link)`` then ``rename(X.link, X.segment)``,
+   then fsync the directory (the links are durable before the marker can go);
 5. delete the marker; 6. fsync the directory.
+
+The groups of one run go through these steps together (all markers and outputs, then
+all renames, ...), so the directory is fsynced once per step rather than once per
+group; each group still sees the steps in this order.
 
 Renaming first means a reader that follows a symlink always finds the compacted data.
 `recover_compaction` (at start, before the refs are rebuilt from the directory) handles
@@ -65,10 +72,12 @@ from .fsutil import (
 from .segment import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MAX_SIZE,
+    FLAG_COMPACTED,
     SegmentReader,
     SegmentWriter,
     copy_live,
     list_segment_files,
+    read_header,
 )
 from .segrefs import SEGMENT_SUFFIX, SegRef, SegRefs, compactable, segment_number
 from .snapshot import SnapshotState
@@ -272,15 +281,28 @@ def segment_infos(
     seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
 ) -> tuple[list[str], list[SegmentInfo]]:
     """Split ``refs`` into files with no live entry and infos of those with some."""
+    dead, infos, readers = _plan(seg_dir, refs, state)
+    for r in readers.values():
+        r.close()
+    return dead, infos
+
+
+def _plan(
+    seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
+) -> tuple[list[str], list[SegmentInfo], dict[str, SegmentReader]]:
+    """`segment_infos`, keeping the readers of segments with live entries open."""
     dead: list[str] = []
     infos: list[SegmentInfo] = []
-    for ref in refs:
-        live = state.live_in(ref.first, ref.last)
-        if not live:
-            dead.append(ref.file)
-            continue
-        with SegmentReader.open(os.path.join(seg_dir, ref.file)) as r:
-            present = tuple(i for i in live if i in r)
+    readers: dict[str, SegmentReader] = {}
+    try:
+        for ref in refs:
+            live = state.live_in(ref.first, ref.last)
+            if not live:
+                dead.append(ref.file)
+                continue
+            r = SegmentReader.open(os.path.join(seg_dir, ref.file))
+            positions = r.positions(live)
+            present = live if len(positions) == len(live) else r.indexes_at(positions)
             if len(present) != len(live):
                 _log.warning(
                     "live indexes missing from their segment",
@@ -288,12 +310,17 @@ def segment_infos(
                     missing=len(live) - len(present),
                 )
             if not present:
+                r.close()
                 dead.append(ref.file)
                 continue
-            infos.append(
-                SegmentInfo(ref, r.num_entries, r.data_size, present, r.live_size(present))
-            )
-    return dead, infos
+            readers[ref.file] = r
+            live_size = r.size_of(positions)
+            infos.append(SegmentInfo(ref, r.num_entries, r.data_size, present, live_size))
+    except BaseException:
+        for r in readers.values():
+            r.close()
+        raise
+    return dead, infos, readers
 
 
 # -- major: the protocol ------------------------------------------------------------------
@@ -301,10 +328,6 @@ def segment_infos(
 
 def _stem(name: str) -> str:
     return name.split(".", 1)[0]
-
-
-def _write_marker(path: str, names: Sequence[str]) -> None:
-    write_file_durable(path, frame(_KIND_MARKER, json.dumps(list(names)).encode()))
 
 
 def _read_marker(path: str) -> list[str]:
@@ -324,48 +347,82 @@ def _link(seg_dir: str, leader: str, name: str, fp: Failpoint) -> None:
     fp("compaction.after_link_rename")
 
 
-def _compact_group(seg_dir: str, group: Sequence[SegmentInfo], fp: Failpoint) -> SegRef:
+@dataclass(slots=True)
+class _Prepared:
+    names: list[str]
+    marker: str
+    compacting: str
+    ref: SegRef
+
+
+def _prepare(
+    seg_dir: str,
+    group: Sequence[SegmentInfo],
+    readers: Sequence[SegmentReader],
+    fp: Failpoint,
+    verify: bool,
+) -> _Prepared:
+    """Steps 1-2 for one group: the marker, then the sealed, fsynced .compacting."""
     names = [g.ref.file for g in group]
-    leader = names[0]
-    stem = _stem(leader)
+    stem = _stem(names[0])
     marker = os.path.join(seg_dir, stem + MARKER_SUFFIX)
     compacting = os.path.join(seg_dir, stem + COMPACTING_SUFFIX)
-    _write_marker(marker, names)
+    write_file_durable(marker, frame(_KIND_MARKER, json.dumps(names).encode()), sync_dir=False)
     fp("compaction.after_marker")
     unlink_if_exists(compacting)
-    readers = [SegmentReader.open(os.path.join(seg_dir, n)) for n in names]
+    live = [i for g in group for i in g.live]
+    dst = SegmentWriter.create(
+        compacting,
+        readers[0].group,
+        max_entries=len(live) + 1,
+        max_size=1 << 62,
+        origin=names,
+        compacted=True,
+    )
     try:
-        live = [i for g in group for i in g.live]
-        dst = SegmentWriter.create(
-            compacting,
-            readers[0].group,
-            max_entries=len(live) + 1,
-            max_size=1 << 62,
-            origin=names,
-            compacted=True,
+        copy_live(
+            readers, live, dst, ranges=[(g.ref.first, g.ref.last) for g in group], verify=verify
         )
-        try:
-            copy_live(readers, live, dst, ranges=[(g.ref.first, g.ref.last) for g in group])
-            dst.seal(fp)  # fsyncs the file and the directory entry
-        except BaseException:
-            dst.abandon()
-            raise
-    finally:
-        for r in readers:
-            r.close()
+        dst.seal(fp, sync_dir=False)
+    except BaseException:
+        dst.abandon()
+        raise
+    return _Prepared(names, marker, compacting, SegRef(names[0], live[0], live[-1]))
+
+
+def _compact_groups(
+    seg_dir: str,
+    groups: Sequence[Sequence[SegmentInfo]],
+    readers: dict[str, SegmentReader],
+    fp: Failpoint,
+    verify: bool,
+) -> list[_Prepared]:
+    """The protocol for every group of one run, step by step: each group goes through
+    the steps in order, and the directory is fsynced once per step, not per group."""
+    done = [_prepare(seg_dir, g, [readers[i.ref.file] for i in g], fp, verify) for g in groups]
+    if not done:
+        return done
+    fsync_dir(seg_dir)  # every marker and .compacting durably named before any commit
     fp("compaction.after_compacting_sync")
-    os.rename(compacting, os.path.join(seg_dir, leader))
-    fp("compaction.after_rename")
-    fsync_dir(seg_dir)
+    for p in done:  # the commit points
+        os.rename(p.compacting, os.path.join(seg_dir, p.names[0]))
+        fp("compaction.after_rename")
+    fsync_dir(seg_dir)  # no symlink may outlive a lost rename
     fp("compaction.after_rename_sync")
-    for name in names[1:]:
-        _link(seg_dir, leader, name, fp)
-    fp("compaction.before_marker_delete")
-    os.unlink(marker)
-    fp("compaction.after_marker_delete")
+    linked = False
+    for p in done:
+        for name in p.names[1:]:
+            _link(seg_dir, p.names[0], name, fp)
+            linked = True
+    if linked:
+        fsync_dir(seg_dir)  # links durable before their marker can go
+    for p in done:
+        fp("compaction.before_marker_delete")
+        os.unlink(p.marker)
+        fp("compaction.after_marker_delete")
     fsync_dir(seg_dir)
     fp("compaction.after_dir_sync")
-    return SegRef(leader, live[0], live[-1])
+    return done
 
 
 def major_compaction(
@@ -376,6 +433,7 @@ def major_compaction(
     max_count: int = DEFAULT_MAX_ENTRIES,
     max_size: int = DEFAULT_MAX_SIZE,
     fp: Failpoint = no_fp,
+    verify: bool = False,
 ) -> CompactionResult:
     """Run a major compaction over the group's compactable segments.
 
@@ -383,6 +441,11 @@ def major_compaction(
     newest). Deletes orphans (regular segment files at or below the newest compactable
     one that no ref names: overwritten segments), then compacts each group. Referenced
     files are never deleted here.
+
+    Records are copied with their own CRCs, which every later read checks, so a
+    damaged record stays detectably damaged (as in Ra, the copy does not re-check
+    them). ``verify=True`` checks each one first: a damaged record then stops the
+    compaction with CorruptSegment and the originals stay.
     """
     all_refs = SegRefs(refs)
     comp = all_refs.compactable(state.snapshot_index)
@@ -403,12 +466,18 @@ def major_compaction(
         fp("compaction.after_orphan_delete")
     if not state.live_indexes:
         return CompactionResult("major", unreferenced=tuple(r.file for r in comp))
-    dead, infos = segment_infos(seg_dir, comp, state)
+    dead, infos, readers = _plan(seg_dir, comp, state)
     compacted: list[SegRef] = []
     linked: list[str] = []
-    for group in compaction_groups(infos, max_count, max_size):
-        compacted.append(_compact_group(seg_dir, group, fp))
-        linked.extend(g.ref.file for g in group[1:])
+    try:
+        for p in _compact_groups(
+            seg_dir, compaction_groups(infos, max_count, max_size), readers, fp, verify
+        ):
+            compacted.append(p.ref)
+            linked.extend(p.names[1:])
+    finally:
+        for r in readers.values():
+            r.close()
     return CompactionResult("major", tuple(dead), tuple(linked), tuple(compacted))
 
 
@@ -466,6 +535,43 @@ def _recover_marker(seg_dir: str, marker_name: str, fp: Failpoint) -> Compaction
     return CompactionResult("major", linked=tuple(names[1:]), compacted_segrefs=compacted)
 
 
+def _finish_committed(seg_dir: str, fp: Failpoint) -> list[CompactionResult]:
+    """Complete committed compactions whose marker is gone or was unreadable.
+
+    A compacted leader names its group in its header; once any member is a symlink to
+    it, the rename (commit point) happened, so members still regular files are
+    originals that must become symlinks too. (With the marker intact `_recover_marker`
+    already did this; this covers a marker lost or damaged after the commit.)
+    """
+    out: list[CompactionResult] = []
+    for name in list_segment_files(seg_dir):
+        path = os.path.join(seg_dir, name)
+        try:
+            _group, flags, origin_t = read_header(path)
+        except CorruptSegment:
+            continue
+        if not flags & FLAG_COMPACTED or len(origin_t) < 2 or origin_t[0] != name:
+            continue
+        origin = list(origin_t)
+        members = [os.path.join(seg_dir, n) for n in origin[1:]]
+        if not any(is_symlink(m) and os.readlink(m) == name for m in members):
+            continue
+        pending = [n for n, m in zip(origin[1:], members, strict=True) if is_regular(m)]
+        if not pending:
+            continue
+        _log.warning("committed compaction finished without its marker", group=origin)
+        for n in pending:
+            _link(seg_dir, name, n, fp)
+        with SegmentReader.open(path) as r:
+            ref = r.segref()
+        out.append(
+            CompactionResult(
+                "major", linked=tuple(origin[1:]), compacted_segrefs=(ref,) if ref else ()
+            )
+        )
+    return out
+
+
 def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
     """Bring ``seg_dir`` to "originals intact" or "compaction complete" after a crash.
 
@@ -482,6 +588,10 @@ def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
             linked.extend(res.linked)
             compacted.extend(res.compacted_segrefs)
             changed = True
+    for res in _finish_committed(seg_dir, fp):
+        linked.extend(res.linked)
+        compacted.extend(res.compacted_segrefs)
+        changed = True
     for name in list_dir(seg_dir):
         path = os.path.join(seg_dir, name)
         if name.endswith(COMPACTING_SUFFIX) or (name.endswith(LINK_SUFFIX) and is_symlink(path)):
@@ -500,9 +610,7 @@ def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
 # -- deleting -----------------------------------------------------------------------------
 
 
-def delete_unreferenced(
-    seg_dir: str, files: Iterable[str], fp: Failpoint = no_fp
-) -> list[str]:
+def delete_unreferenced(seg_dir: str, files: Iterable[str], fp: Failpoint = no_fp) -> list[str]:
     """Delete segment files the server no longer references, then dangling symlinks.
 
     Call only after the server applied the result to its refs. A crash part-way leaves

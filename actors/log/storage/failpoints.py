@@ -51,13 +51,13 @@ SNAPSHOT_FAILPOINTS: Final[tuple[str, ...]] = (
 
 COMPACTION_FAILPOINTS: Final[tuple[str, ...]] = (
     "compaction.after_orphan_delete",  # orphaned segments removed before grouping
-    "compaction.after_marker",  # <leader>.compaction_group durable
-    "compaction.after_compacting_sync",  # <leader>.compacting written, sealed, fsynced
+    "compaction.after_marker",  # <leader>.compaction_group written and fsynced
+    "compaction.after_compacting_sync",  # .compacting sealed, fsynced; dir fsynced
     "compaction.after_rename",  # .compacting -> <leader>.segment (the commit point)
     "compaction.after_rename_sync",  # the commit point is durable (dir fsynced)
     "compaction.after_symlink",  # X.link -> leader created, not yet renamed
     "compaction.after_link_rename",  # X.link renamed over X.segment
-    "compaction.before_marker_delete",  # every symlink in place
+    "compaction.before_marker_delete",  # every symlink in place and durable
     "compaction.after_marker_delete",  # marker gone, directory not yet fsynced
     "compaction.after_dir_sync",  # the group is complete and durable
     "minor.before_delete",  # refs updated by the server; unreferenced files still there

@@ -10,8 +10,8 @@ File ``NNNNNNNN.segment``::
              group (utf-8), origin (JSON list of the files a compacted segment was
              made from; empty otherwise), crc32 of all of it
     records  `records` with an empty group, indexes strictly ascending (may be sparse)
-    index    (at seal) one INDEX record whose payload is, per entry,
-             <qQIq> index, offset, length, term
+    index    (at seal) one INDEX record whose payload is four little-endian int64
+             columns of ``count`` values each: indexes, offsets, lengths, terms
     trailer  <4sQI> "SDIX", offset of the index record, entry count, + crc32
 
 A sealed file is opened through its trailer and index; an unsealed one (the active
@@ -25,11 +25,17 @@ from __future__ import annotations
 
 import bisect
 import json
+import mmap
+import operator
 import os
 import struct
+import sys
 import zlib
+from array import array
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate, repeat
 from typing import Final
 
 from sediment.log import get_logger
@@ -37,7 +43,7 @@ from sediment.log import get_logger
 from .errors import CorruptRecord, CorruptSegment, StorageError, TornTail
 from .failpoints import Failpoint, no_fp
 from .fsutil import fsync_dir, is_regular, list_dir, write_all
-from .records import HEADER_SIZE, INDEX, Entry, decode_raw, encode, iter_records
+from .records import HEADER_SIZE, INDEX, Entry, decode_raw, encode, iter_records, raw_index
 from .segrefs import SEGMENT_SUFFIX, SegRef, SegRefs, segment_number
 
 __all__ = [
@@ -52,6 +58,7 @@ __all__ = [
     "SegmentWriter",
     "copy_live",
     "list_segment_files",
+    "read_header",
     "recover_segrefs",
 ]
 
@@ -64,8 +71,9 @@ SEG_VERSION: Final = 1
 FLAG_COMPACTED: Final = 1
 _HEAD = struct.Struct("<4sHHHI")
 _U32 = struct.Struct("<I")
-_IDX = struct.Struct("<qQIq")
 _TRAILER = struct.Struct("<4sQI")
+# within a record header: index at 8, body crc at 40, header crc at 44
+_REC_CHECK = struct.Struct("<8xq24xII")
 TRAILER_MAGIC: Final = b"SDIX"
 TRAILER_SIZE: Final = _TRAILER.size + 4
 _BUFFER_LIMIT: Final = 1 << 20
@@ -98,6 +106,79 @@ def _encode_trailer(index_offset: int, count: int) -> bytes:
     return t + _U32.pack(zlib.crc32(t))
 
 
+# -- the index: four int64 columns -------------------------------------------------------
+
+
+class _Index:
+    """Positions of a file's records: ascending indexes and, per position, the record's
+    offset, length and term. Columnar arrays: a 4096-entry index loads in microseconds
+    (one ``frombytes`` per column) and lookups are a C bisect."""
+
+    __slots__ = ("idx", "length", "off", "term")
+
+    def __init__(self) -> None:
+        self.idx = array("q")
+        self.off = array("q")
+        self.length = array("q")
+        self.term = array("q")
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def pos(self, index: int) -> int:
+        """The position of ``index``, or -1."""
+        k = bisect.bisect_left(self.idx, index)
+        if k < len(self.idx) and self.idx[k] == index:
+            return k
+        return -1
+
+    def positions(self, indexes: Sequence[int]) -> list[int]:
+        """Positions of those of the ascending ``indexes`` present, ascending."""
+        idx = self.idx
+        n = len(idx)
+        if not n or not indexes:
+            return []
+        first = idx[0]
+        last = idx[-1]
+        if last - first + 1 == n:  # dense: a position is an offset from the first
+            if indexes[0] >= first and indexes[-1] <= last:
+                return list(map(operator.sub, indexes, repeat(first, len(indexes))))
+            return [i - first for i in indexes if first <= i <= last]
+        out: list[int] = []
+        lo = 0
+        bl = bisect.bisect_left
+        for i in indexes:
+            lo = bl(idx, i, lo)
+            if lo == n:
+                break
+            if idx[lo] == i:
+                out.append(lo)
+        return out
+
+    def add(self, index: int, offset: int, length: int, term: int) -> None:
+        self.idx.append(index)
+        self.off.append(offset)
+        self.length.append(length)
+        self.term.append(term)
+
+    def to_block(self) -> bytes:
+        cols = [array("q", c) for c in (self.idx, self.off, self.length, self.term)]
+        if sys.byteorder != "little":
+            for c in cols:
+                c.byteswap()
+        return b"".join(c.tobytes() for c in cols)
+
+    @classmethod
+    def from_block(cls, data: bytes, count: int) -> _Index:
+        ix = cls()
+        n = count * 8
+        for k, col in enumerate((ix.idx, ix.off, ix.length, ix.term)):
+            col.frombytes(data[k * n : (k + 1) * n])
+            if sys.byteorder != "little":
+                col.byteswap()
+        return ix
+
+
 # -- reading ------------------------------------------------------------------------------
 
 
@@ -112,8 +193,7 @@ class SegmentReader:
         flags: int,
         origin: tuple[str, ...],
         header_size: int,
-        locs: dict[int, tuple[int, int, int]],
-        order: list[int],
+        index: _Index,
         *,
         sealed: bool,
         data_end: int,
@@ -126,8 +206,7 @@ class SegmentReader:
         self.flags = flags
         self.origin = origin
         self.header_size = header_size
-        self._locs = locs  # index -> (offset, length, term)
-        self._order = order  # ascending indexes
+        self._ix = index
         self.sealed = sealed
         self.data_end = data_end  # end of the last valid record
         self.torn_at = torn_at  # unsealed scan stopped at a torn tail here
@@ -152,15 +231,31 @@ class SegmentReader:
             magic, index_offset, count = _TRAILER.unpack_from(t)
             (tcrc,) = _U32.unpack_from(t, _TRAILER.size)
             if magic == TRAILER_MAGIC and zlib.crc32(t[: _TRAILER.size]) == tcrc:
-                locs, order = _read_index(path, fd, index_offset, size - TRAILER_SIZE, count)
+                ix = _read_index(path, fd, index_offset, size - TRAILER_SIZE, count)
                 return cls(
-                    path, fd, group, flags, origin, hsize, locs, order,
-                    sealed=True, data_end=index_offset, torn_at=None,
+                    path,
+                    fd,
+                    group,
+                    flags,
+                    origin,
+                    hsize,
+                    ix,
+                    sealed=True,
+                    data_end=index_offset,
+                    torn_at=None,
                 )
-        locs, order, data_end, torn_at = _scan(path, fd, hsize, size)
+        ix, data_end, torn_at = _scan(path, fd, hsize, size)
         return cls(
-            path, fd, group, flags, origin, hsize, locs, order,
-            sealed=False, data_end=data_end, torn_at=torn_at,
+            path,
+            fd,
+            group,
+            flags,
+            origin,
+            hsize,
+            ix,
+            sealed=False,
+            data_end=data_end,
+            torn_at=torn_at,
         )
 
     def close(self) -> None:
@@ -182,7 +277,7 @@ class SegmentReader:
 
     @property
     def num_entries(self) -> int:
-        return len(self._order)
+        return len(self._ix)
 
     @property
     def data_size(self) -> int:
@@ -190,36 +285,50 @@ class SegmentReader:
         return self.data_end - self.header_size
 
     def indexes(self) -> list[int]:
-        return list(self._order)
+        return list(self._ix.idx)
 
     def __contains__(self, index: object) -> bool:
-        return index in self._locs
+        return isinstance(index, int) and self._ix.pos(index) >= 0
 
     def range(self) -> tuple[int, int] | None:
-        if not self._order:
-            return None
-        return self._order[0], self._order[-1]
+        idx = self._ix.idx
+        return (idx[0], idx[-1]) if idx else None
 
     def segref(self) -> SegRef | None:
         r = self.range()
         return SegRef(self.name, r[0], r[1]) if r else None
 
-    def term(self, index: int) -> int | None:
-        loc = self._locs.get(index)
-        return loc[2] if loc else None
+    def location(self, index: int) -> tuple[int, int, int] | None:
+        """(offset, length, term) of the record of ``index``, None if absent."""
+        p = self._ix.pos(index)
+        if p < 0:
+            return None
+        ix = self._ix
+        return ix.off[p], ix.length[p], ix.term[p]
 
-    def record_size(self, index: int) -> int:
-        return self._locs[index][1]
+    def term(self, index: int) -> int | None:
+        p = self._ix.pos(index)
+        return self._ix.term[p] if p >= 0 else None
+
+    def positions(self, indexes: Sequence[int]) -> list[int]:
+        """Positions of the ``indexes`` this file holds (ascending in, ascending out)."""
+        return self._ix.positions(indexes)
+
+    def indexes_at(self, positions: Sequence[int]) -> tuple[int, ...]:
+        return tuple(map(self._ix.idx.__getitem__, positions))
+
+    def size_of(self, positions: Sequence[int]) -> int:
+        """Bytes of the records at ``positions``."""
+        return sum(map(self._ix.length.__getitem__, positions))
 
     def live_count(self, live_indexes: Sequence[int]) -> int:
         """How many of ``live_indexes`` this file holds."""
-        locs = self._locs
-        return sum(1 for i in live_indexes if i in locs)
+        return len(self.positions(live_indexes))
 
     def live_size(self, live_indexes: Sequence[int]) -> int:
         """Bytes of the records of ``live_indexes`` this file holds."""
-        locs = self._locs
-        return sum(locs[i][1] for i in live_indexes if i in locs)
+        ln = self._ix.length
+        return sum(ln[p] for p in self.positions(live_indexes))
 
     # -- reading entries -----------------------------------------------------------------
 
@@ -231,61 +340,108 @@ class SegmentReader:
             raise CorruptSegment(self.path, "file is shorter than its index", offset=offset)
         return data
 
+    def _check_raw(self, raw: bytes | memoryview, index: int) -> None:
+        try:
+            got = raw_index(raw, source=self.path)
+        except CorruptRecord as exc:
+            raise CorruptSegment(self.path, exc.reason, index=index) from None
+        if got != index:
+            raise CorruptSegment(self.path, f"record holds index {got}", index=index)
+
     def read_raw(self, index: int) -> bytes:
         """The verified encoded record of ``index`` (KeyError if the file lacks it)."""
-        off, length, _term = self._locs[index]
-        raw = self._pread(length, off)
+        loc = self.location(index)
+        if loc is None:
+            raise KeyError(index)
+        raw = self._pread(loc[1], loc[0])
         self._check_raw(raw, index)
         return raw
 
-    def _check_raw(self, raw: bytes | memoryview, index: int) -> None:
+    def read(self, index: int) -> Entry:
+        """The entry at ``index``; KeyError if absent, CorruptSegment if damaged."""
+        loc = self.location(index)
+        if loc is None:
+            raise KeyError(index)
+        raw = self._pread(loc[1], loc[0])
         try:
             rec = decode_raw(raw, source=self.path)
         except CorruptRecord as exc:
             raise CorruptSegment(self.path, exc.reason, index=index) from None
         if rec.index != index:
             raise CorruptSegment(self.path, f"record holds index {rec.index}", index=index)
-
-    def read(self, index: int) -> Entry:
-        """The entry at ``index``; KeyError if absent, CorruptSegment if damaged."""
-        raw = self.read_raw(index)
-        return decode_raw(raw, source=self.path).entry
+        return rec.entry
 
     def get(self, index: int) -> Entry | None:
-        return self.read(index) if index in self._locs else None
+        return self.read(index) if index in self else None
 
-    def read_raws(self, indexes: Sequence[int]) -> Iterator[tuple[int, bytes]]:
-        """Verified raw records of ascending ``indexes`` (absent ones skipped), read in
-        few large preads rather than one per entry."""
-        locs = self._locs
-        wanted = [i for i in indexes if i in locs]
-        k = 0
-        while k < len(wanted):
-            start = locs[wanted[k]][0]
-            j = k
-            while j + 1 < len(wanted):
-                off, length, _ = locs[wanted[j + 1]]
-                if off + length - start > _READ_SPAN:
-                    break
-                j += 1
-            last_off, last_len, _ = locs[wanted[j]]
-            buf = memoryview(self._pread(last_off + last_len - start, start))
-            for i in wanted[k : j + 1]:
-                off, length, _ = locs[i]
-                raw = buf[off - start : off - start + length]
-                self._check_raw(raw, i)
-                yield i, bytes(raw)
+    @contextmanager
+    def mapped(self) -> Iterator[memoryview]:
+        """The whole file as a read-only memoryview (mmap), for bulk copies."""
+        if self._fd is None:
+            raise ValueError(f"{self.path}: segment reader is closed")
+        mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+        mv = memoryview(mm)
+        try:
+            if len(mv) < self.data_end:
+                raise CorruptSegment(self.path, "file is shorter than its index", offset=len(mv))
+            yield mv
+        finally:
+            mv.release()
+            mm.close()
+
+    def spans(self, positions: Sequence[int]) -> Iterator[tuple[memoryview, Sequence[int]]]:
+        """Read the records at ascending ``positions`` in few large preads (<= 4 MiB
+        unless one record is larger).
+
+        Yields (buffer, positions in it); a record at position p sits at
+        ``off[p] - off[first position]`` in the buffer. Not verified.
+        """
+        off, ln = self._ix.off, self._ix.length
+        k, n = 0, len(positions)
+        bl, br = bisect.bisect_left, bisect.bisect_right
+        while k < n:
+            start = off[positions[k]]
+            # records are back to back: record p ends where p + 1 starts, so the last
+            # record ending within the span is the one before the first starting past it
+            cut = br(off, start + _READ_SPAN)
+            if cut == len(off) and self.data_end - start <= _READ_SPAN:
+                last_pos = cut - 1  # the file's last record fits too
+            else:
+                last_pos = cut - 2
+            j = max(k, bl(positions, last_pos + 1, k) - 1)
+            end = off[positions[j]] + ln[positions[j]]
+            yield memoryview(self._pread(end - start, start)), positions[k : j + 1]
             k = j + 1
+
+    def read_raws(self, indexes: Sequence[int]) -> Iterator[tuple[int, memoryview]]:
+        """Verified raw records of ascending ``indexes`` (absent ones skipped), read in
+        few large preads rather than one per entry; views into the read buffer."""
+        ix = self._ix
+        for buf, poss in self.spans(self.positions(indexes)):
+            base = ix.off[poss[0]]
+            for p in poss:
+                o = ix.off[p] - base
+                raw = buf[o : o + ix.length[p]]
+                self._check_raw(raw, ix.idx[p])
+                yield ix.idx[p], raw
 
     def entries(self, first: int | None = None, last: int | None = None) -> Iterator[Entry]:
         """Entries in index order, optionally limited to ``[first, last]``."""
-        sel = [
-            i
-            for i in self._order
-            if (first is None or i >= first) and (last is None or i <= last)
-        ]
-        for _i, raw in self.read_raws(sel):
-            yield decode_raw(raw, source=self.path).entry
+        idx = self._ix.idx
+        lo = 0 if first is None else bisect.bisect_left(idx, first)
+        hi = len(idx) if last is None else bisect.bisect_right(idx, last)
+        for _i, raw in self.read_raws(idx[lo:hi]):
+            yield decode_raw(raw, source=self.path).entry  # verified by read_raws
+
+
+def read_header(path: str) -> tuple[str, int, tuple[str, ...]]:
+    """(group, flags, origin) from a segment's header alone, without its index."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        group, flags, origin, _hsize = _read_header(path, fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    return group, flags, origin
 
 
 def _read_header(path: str, fd: int, size: int) -> tuple[str, int, tuple[str, ...], int]:
@@ -306,46 +462,35 @@ def _read_header(path: str, fd: int, size: int) -> tuple[str, int, tuple[str, ..
     return group, flags, origin, hsize
 
 
-def _read_index(
-    path: str, fd: int, start: int, end: int, count: int
-) -> tuple[dict[int, tuple[int, int, int]], list[int]]:
+def _read_index(path: str, fd: int, start: int, end: int, count: int) -> _Index:
     raw = os.pread(fd, end - start, start)
     try:
         rec = decode_raw(raw, source=path)
     except CorruptRecord as exc:
         raise CorruptSegment(path, f"index block: {exc.reason}", offset=start) from None
-    if rec.kind != INDEX or rec.index != count or len(rec.payload) != count * _IDX.size:
+    if rec.kind != INDEX or rec.index != count or len(rec.payload) != count * 32:
         raise CorruptSegment(path, "index block does not match the trailer", offset=start)
-    locs: dict[int, tuple[int, int, int]] = {}
-    order: list[int] = []
-    for i, off, length, term in _IDX.iter_unpack(rec.payload):
-        locs[i] = (off, length, term)
-        order.append(i)
-    return locs, order
+    return _Index.from_block(rec.payload, count)
 
 
-def _scan(
-    path: str, fd: int, hsize: int, size: int
-) -> tuple[dict[int, tuple[int, int, int]], list[int], int, int | None]:
+def _scan(path: str, fd: int, hsize: int, size: int) -> tuple[_Index, int, int | None]:
     data = memoryview(os.pread(fd, size - hsize, hsize))
-    locs: dict[int, tuple[int, int, int]] = {}
-    order: list[int] = []
+    ix = _Index()
     end = 0
     torn_at: int | None = None
     try:
         for rec in iter_records(data, 0, source=path):
             if rec.kind == INDEX:
                 break  # an interrupted seal: the records end here
-            if order and rec.index <= order[-1]:
+            if ix.idx and rec.index <= ix.idx[-1]:
                 raise CorruptSegment(path, "indexes out of order", index=rec.index)
-            locs[rec.index] = (hsize + rec.offset, rec.size, rec.term)
-            order.append(rec.index)
+            ix.add(rec.index, hsize + rec.offset, rec.size, rec.term)
             end = rec.offset + rec.size
     except TornTail as torn:
         torn_at = hsize + torn.offset
     except CorruptRecord as exc:
         raise CorruptSegment(path, exc.reason, offset=hsize + exc.offset) from None
-    return locs, order, hsize + end, torn_at
+    return ix, hsize + end, torn_at
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -370,6 +515,7 @@ class SegmentWriter:
         max_entries: int,
         max_size: int,
         new_file: bool,
+        index: _Index | None = None,
     ) -> None:
         self.path = path
         self.name = os.path.basename(path)
@@ -379,13 +525,10 @@ class SegmentWriter:
         self._fd: int | None = fd
         self._end = end  # logical end (written + buffered)
         self._header_size = header_size
-        self._pending: list[bytes] = []
+        self._pending: list[bytes | memoryview] = []
         self._pending_len = 0
         self._new_file = new_file
-        self._idx: list[int] = []
-        self._off: list[int] = []
-        self._len: list[int] = []
-        self._term: list[int] = []
+        self._ix = index if index is not None else _Index()
         self.sealed = False
 
     @classmethod
@@ -409,8 +552,14 @@ class SegmentWriter:
             os.close(fd)
             raise
         w = cls(
-            path, fd, group, len(header), len(header),
-            max_entries=max_entries, max_size=max_size, new_file=True,
+            path,
+            fd,
+            group,
+            len(header),
+            len(header),
+            max_entries=max_entries,
+            max_size=max_size,
+            new_file=True,
         )
         fp("segment.after_create")
         return w
@@ -426,16 +575,11 @@ class SegmentWriter:
     ) -> SegmentWriter:
         """Continue an unsealed segment after a restart: cut a torn tail or a partial
         index block (fsynced), then append after the last valid record."""
-        reader = SegmentReader.open(path)
-        try:
+        with SegmentReader.open(path) as reader:
             if reader.sealed:
                 raise SegmentSealed(f"{path} is sealed")
-            size = os.fstat(reader._fd).st_size if reader._fd is not None else 0
-            group, hsize, end = reader.group, reader.header_size, reader.data_end
-            locs = reader._locs
-            order = reader.indexes()
-        finally:
-            reader.close()
+            size = os.path.getsize(path)
+            group, hsize, end, ix = reader.group, reader.header_size, reader.data_end, reader._ix
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         try:
             if size > end:
@@ -446,23 +590,23 @@ class SegmentWriter:
         except BaseException:
             os.close(fd)
             raise
-        w = cls(
-            path, fd, group, end, hsize,
-            max_entries=max_entries, max_size=max_size, new_file=False,
+        return cls(
+            path,
+            fd,
+            group,
+            end,
+            hsize,
+            max_entries=max_entries,
+            max_size=max_size,
+            new_file=False,
+            index=ix,
         )
-        for i in order:
-            off, length, term = locs[i]
-            w._idx.append(i)
-            w._off.append(off)
-            w._len.append(length)
-            w._term.append(term)
-        return w
 
     # -- state ---------------------------------------------------------------------------
 
     @property
     def count(self) -> int:
-        return len(self._idx)
+        return len(self._ix)
 
     @property
     def size(self) -> int:
@@ -470,31 +614,31 @@ class SegmentWriter:
 
     @property
     def first_index(self) -> int | None:
-        return self._idx[0] if self._idx else None
+        idx = self._ix.idx
+        return idx[0] if idx else None
 
     @property
     def last_index(self) -> int | None:
-        return self._idx[-1] if self._idx else None
+        idx = self._ix.idx
+        return idx[-1] if idx else None
 
     def indexes(self) -> list[int]:
-        return list(self._idx)
+        return list(self._ix.idx)
 
     def term(self, index: int) -> int | None:
-        k = bisect.bisect_left(self._idx, index)
-        if k < len(self._idx) and self._idx[k] == index:
-            return self._term[k]
-        return None
+        p = self._ix.pos(index)
+        return self._ix.term[p] if p >= 0 else None
 
     def ref(self) -> SegRef | None:
-        if not self._idx:
-            return None
-        return SegRef(self.name, self._idx[0], self._idx[-1])
+        idx = self._ix.idx
+        return SegRef(self.name, idx[0], idx[-1]) if idx else None
 
     def has_room(self, record_size: int) -> bool:
         """True if one more record of ``record_size`` bytes fits (a first one always)."""
-        if not self._idx:
+        n = len(self._ix)
+        if not n:
             return True
-        return len(self._idx) < self.max_entries and self._end + record_size <= self.max_size
+        return n < self.max_entries and self._end + record_size <= self.max_size
 
     # -- appending -----------------------------------------------------------------------
 
@@ -504,19 +648,16 @@ class SegmentWriter:
         self.append_raw(raw, entry.index, entry.term)
         return len(raw)
 
-    def append_raw(self, raw: bytes, index: int, term: int) -> None:
-        """Append an already encoded, verified record as is (its CRC kept: Ra's
-        ``append_raw``, used by compaction's copy)."""
+    def append_raw(self, raw: bytes | memoryview, index: int, term: int) -> None:
+        """Append an already encoded record as is (its CRC kept: Ra's ``append_raw``)."""
         if self.sealed or self._fd is None:
             raise SegmentSealed(f"{self.path} is sealed or closed")
-        if self._idx and index <= self._idx[-1]:
-            raise ValueError(f"{self.path}: index {index} after {self._idx[-1]}")
+        idx = self._ix.idx
+        if idx and index <= idx[-1]:
+            raise ValueError(f"{self.path}: index {index} after {idx[-1]}")
         if not self.has_room(len(raw)):
             raise SegmentFull(self.path)
-        self._idx.append(index)
-        self._off.append(self._end)
-        self._len.append(len(raw))
-        self._term.append(term)
+        self._ix.add(index, self._end, len(raw), term)
         self._end += len(raw)
         self._pending.append(raw)
         self._pending_len += len(raw)
@@ -544,24 +685,23 @@ class SegmentWriter:
             self._new_file = False
         fp("segment.after_sync")
 
-    def seal(self, fp: Failpoint = no_fp) -> SegRef | None:
-        """Write the index block and trailer, fsync, close. Returns the final ref."""
+    def seal(self, fp: Failpoint = no_fp, *, sync_dir: bool = True) -> SegRef | None:
+        """Write the index block and trailer, fsync, close. Returns the final ref.
+
+        A new file's directory entry is fsynced too unless ``sync_dir`` is False (the
+        caller fsyncs the directory itself, once for several files)."""
         if self._fd is None:
             raise SegmentSealed(f"{self.path} is closed")
         fp("segment.before_seal")
-        payload = b"".join(
-            _IDX.pack(i, o, n, t)
-            for i, o, n, t in zip(self._idx, self._off, self._len, self._term, strict=True)
-        )
         index_offset = self._end
-        block = encode(len(self._idx), 0, 0, payload, kind=INDEX)
-        self._pending.append(block)
-        self._pending.append(_encode_trailer(index_offset, len(self._idx)))
+        count = len(self._ix)
+        self._pending.append(encode(count, 0, 0, self._ix.to_block(), kind=INDEX))
+        self._pending.append(_encode_trailer(index_offset, count))
         self._write_pending()
         os.fsync(self._fd)
-        if self._new_file:
+        if self._new_file and sync_dir:
             fsync_dir(os.path.dirname(os.path.abspath(self.path)))
-            self._new_file = False
+        self._new_file = False
         os.close(self._fd)
         self._fd = None
         self.sealed = True
@@ -589,32 +729,99 @@ class SegmentWriter:
 # -- copying ------------------------------------------------------------------------------
 
 
+def _verify_records(
+    path: str,
+    buf: memoryview,
+    offsets: Sequence[int],
+    lengths: Sequence[int],
+    indexes: Sequence[int],
+) -> None:
+    """Both CRCs and the index of each record in ``buf`` (the copy's hot loop:
+    `records.raw_index` inlined)."""
+    crc32 = zlib.crc32
+    unpack = _REC_CHECK.unpack_from
+    hs = HEADER_SIZE - 4
+    for o, n, i in zip(offsets, lengths, indexes, strict=True):
+        index, body_crc, hcrc = unpack(buf, o)
+        if (
+            index != i
+            or crc32(buf[o : o + hs]) != hcrc
+            or crc32(buf[o + HEADER_SIZE : o + n]) != body_crc
+        ):
+            raise CorruptSegment(path, "record fails its checksum", index=i)
+
+
 def copy_live(
     src_readers: Sequence[SegmentReader],
     live_indexes: Sequence[int],
     dst: SegmentWriter,
     *,
     ranges: Sequence[tuple[int, int]] | None = None,
+    verify: bool = True,
 ) -> int:
     """Copy the live entries of ``src_readers`` (oldest first) into ``dst``.
 
     Each source contributes the live indexes it holds inside its range (``ranges[k]``,
     the server's ref range: entries past it were overwritten and must not be copied).
-    Records are copied verbatim, CRC included, after verifying it. Returns the count.
+    Records are copied verbatim, CRCs included (Ra's ``append_raw``): a damaged record
+    could never be laundered into a valid one. With ``verify`` (the default) each is
+    checked first and damage raises CorruptSegment, so compaction stops and the
+    originals stay. Adjacent records go out as one buffer. Returns the count.
     """
     live = sorted(set(live_indexes))
+    if dst.sealed or dst._fd is None:
+        raise SegmentSealed(f"{dst.path} is sealed or closed")
     copied = 0
+    dix = dst._ix
     for k, src in enumerate(src_readers):
         rng = ranges[k] if ranges is not None else src.range()
         if rng is None:
             continue
         lo = bisect.bisect_left(live, rng[0])
         hi = bisect.bisect_right(live, rng[1])
-        for i, raw in src.read_raws(live[lo:hi]):
-            term = src.term(i)
-            assert term is not None
-            dst.append_raw(raw, i, term)
-            copied += 1
+        positions = src.positions(live[lo:hi])
+        if not positions:
+            continue
+        sx = src._ix
+        first = sx.idx[positions[0]]
+        if dix.idx and first <= dix.idx[-1]:
+            raise ValueError(f"{dst.path}: index {first} after {dix.idx[-1]}")
+        if len(dix) + len(positions) > dst.max_entries:
+            raise SegmentFull(dst.path)
+        if adjacent := positions[-1] - positions[0] + 1 == len(positions):
+            p0, p1 = positions[0], positions[-1] + 1
+            idxs: Sequence[int] = sx.idx[p0:p1]
+            lens: Sequence[int] = sx.length[p0:p1]
+            terms: Sequence[int] = sx.term[p0:p1]
+            offs: Sequence[int] = sx.off[p0:p1]
+        else:
+            idxs = list(map(sx.idx.__getitem__, positions))
+            lens = list(map(sx.length.__getitem__, positions))
+            terms = list(map(sx.term.__getitem__, positions))
+            offs = list(map(sx.off.__getitem__, positions))
+        new_offs = list(accumulate(lens, initial=dst._end))
+        new_end = new_offs.pop()
+        if new_end > dst.max_size:
+            raise SegmentFull(dst.path)
+        with src.mapped() as mv:
+            if verify:
+                _verify_records(src.path, mv, offs, lens, idxs)
+            if adjacent:
+                data = bytes(mv[offs[0] : offs[-1] + lens[-1]])
+            else:  # gather the live records: slices and join, all in C
+                data = b"".join(
+                    map(mv.__getitem__, map(slice, offs, map(operator.add, offs, lens)))
+                )
+        dix.idx.extend(idxs)
+        dix.length.extend(lens)
+        dix.term.extend(terms)
+        dix.off.extend(new_offs)
+        dst._end = new_end
+        dst._pending.append(data)
+        dst._pending_len += len(data)
+        if dst._pending_len >= _BUFFER_LIMIT:
+            dst._write_pending()
+        copied += len(positions)
     return copied
 
 
@@ -645,4 +852,3 @@ def recover_segrefs(seg_dir: str) -> SegRefs:
         if ref is not None:
             refs.append(ref)
     return SegRefs(refs)
-

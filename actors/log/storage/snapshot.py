@@ -343,9 +343,7 @@ def write_snapshot(
 
 def _delete_older(root: str, keep: tuple[int, int], fp: Failpoint) -> list[str]:
     older = [
-        name
-        for name in list_dir(root)
-        if (pos := parse_dir_name(name)) is not None and pos < keep
+        name for name in list_dir(root) if (pos := parse_dir_name(name)) is not None and pos < keep
     ]
     if not older:
         return []
@@ -416,7 +414,7 @@ def latest(root: str) -> SnapshotInfo | None:
     return None
 
 
-def recover(root: str) -> SnapshotRecovery:
+def recover(root: str, fp: Failpoint = no_fp) -> SnapshotRecovery:
     """Clean up after a crash and pick the snapshot to restore from.
 
     Removes temp dirs of unfinished writes, renames damaged snapshots to
@@ -445,7 +443,7 @@ def recover(root: str) -> SnapshotRecovery:
             rejected.append(name)
     older: list[str] = []
     if chosen is not None:
-        older = _delete_older(root, (chosen.index, chosen.term), no_fp)
+        older = _delete_older(root, (chosen.index, chosen.term), fp)
     if partials or rejected or older:
         fsync_dir(root)
     state = chosen.state if chosen is not None else SnapshotState.initial()

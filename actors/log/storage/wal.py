@@ -44,7 +44,7 @@ from sediment.log import get_logger
 from .errors import CorruptRecord, StorageError, TornTail
 from .failpoints import Failpoint, no_fp
 from .fsutil import fsync_dir, list_dir, makedirs_durable, unlink_if_exists, write_all
-from .records import ENTRY, SPARSE, Entry, Record, encode, iter_records
+from .records import ENTRY, NO_PREV, SPARSE, Entry, Record, encode_group, iter_records
 from .snapshot import SnapshotState
 
 __all__ = [
@@ -185,7 +185,10 @@ def _read_records(path: str, *, repair: bool, fp: Failpoint) -> tuple[list[Recor
             out.append(rec)
     except TornTail as torn:
         _log.warning(
-            "WAL torn tail cut off", file=name, offset=torn.offset, reason=torn.reason,
+            "WAL torn tail cut off",
+            file=name,
+            offset=torn.offset,
+            reason=torn.reason,
             records_kept=len(out),
         )
         if repair:
@@ -198,7 +201,7 @@ def _header_ok(data: bytes) -> bool:
     head = data[: _FILE_HEAD.size]
     (crc,) = struct.unpack_from("<I", data, _FILE_HEAD.size)
     magic, version, _ = _FILE_HEAD.unpack(head)
-    return magic == FILE_MAGIC and version == FILE_VERSION and zlib.crc32(head) == crc
+    return bool(magic == FILE_MAGIC and version == FILE_VERSION and zlib.crc32(head) == crc)
 
 
 def _truncate(path: str, size: int, fp: Failpoint) -> None:
@@ -223,12 +226,12 @@ def read_file(path: str) -> dict[str, list[Entry]]:
     return {g: log.entries for g, log in groups.items()}
 
 
-def _wal_files(directory: str) -> list[tuple[int, str]]:
+def _wal_files(directory: str, *, warn: bool = False) -> list[tuple[int, str]]:
     out = []
     for name in list_dir(directory):
         n = file_number(name)
         if n is None:
-            if not name.startswith("."):
+            if warn:
                 _log.warning("unknown file in WAL directory left alone", file=name)
             continue
         out.append((n, name))
@@ -239,7 +242,7 @@ def recover(directory: str, fp: Failpoint = no_fp) -> WalRecovery:
     """Read every WAL file in order: entries per group, torn tails cut off."""
     groups: dict[str, GroupLog] = {}
     truncated: list[tuple[str, int]] = []
-    files = _wal_files(directory)
+    files = _wal_files(directory, warn=True)
     for _n, name in files:
         records, torn_at = _read_records(os.path.join(directory, name), repair=True, fp=fp)
         if torn_at is not None:
@@ -281,7 +284,7 @@ class Wal:
             snapshot_states if snapshot_states is not None else {}
         )
         self._last: dict[str, int] = dict(last_indexes or {})
-        self._group_bytes: dict[str, bytes] = {}
+        self._group_ids: dict[str, tuple[bytes, int]] = {}  # utf-8 and its crc32
         existing = _wal_files(directory)
         self._number = existing[-1][0] if existing else 0
         self._fd: int | None = None
@@ -397,54 +400,54 @@ class Wal:
         """
         self._check()
         result = AppendResult(self.current_file)
-        parts: list[bytes] = []
-        last = self._last
-        states = self.snapshot_states
-        rejected = result.rejected
-        written = result.written
-        gbytes = self._group_bytes
+        by_group: dict[str, list[WalWrite]] = {}
         for w in batch:
-            g = w.group
-            if g in rejected:
-                continue
-            e = w.entry
-            i = e.index
-            if i < 1:
-                raise ValueError(f"raft indexes start at 1, got {i}")
-            prev_last = last.get(g)
-            prev = w.prev_index
-            if prev is None:
-                if prev_last is not None and i > prev_last + 1:
-                    st = states.get(g)
-                    if st is None or i - 1 > st.snapshot_index:
-                        rejected[g] = prev_last + 1
-                        continue
+            lst = by_group.get(w.group)
+            if lst is None:
+                by_group[w.group] = [w]
             else:
-                if prev >= i:
-                    raise ValueError(f"sparse write {i} must be above its prev_index {prev}")
-                if prev_last is not None and prev > prev_last:
-                    rejected[g] = prev_last + 1
+                lst.append(w)
+        parts: list[bytes] = []
+        new_last: dict[str, int] = {}
+        for g, writes in by_group.items():
+            cur = self._last.get(g)
+            st = self.snapshot_states.get(g)
+            snap = st.snapshot_index if st is not None else None
+            smallest = st.smallest_live_index if st is not None else 0
+            items: list[tuple[int, Entry]] = []
+            idxs: list[int] = []
+            for w in writes:
+                e = w.entry
+                i = e.index
+                prev = w.prev_index
+                if i < 1:
+                    raise ValueError(f"raft indexes start at 1, got {i}")
+                if prev is None:
+                    if cur is not None and i > cur + 1 and (snap is None or i - 1 > snap):
+                        result.rejected[g] = cur + 1  # a gap no snapshot covers
+                        break
+                    prev = NO_PREV
+                else:
+                    if prev >= i or prev < 0:
+                        raise ValueError(f"sparse write {i} must be above its prev_index {prev}")
+                    if cur is not None and prev > cur:
+                        result.rejected[g] = cur + 1  # a gap in the sparse sequence
+                        break
+                cur = i
+                if i < smallest:
+                    result.skipped.setdefault(g, []).append(i)
                     continue
-            last[g] = i
-            st = states.get(g)
-            if st is not None and i < st.smallest_live_index:
-                result.skipped.setdefault(g, []).append(i)
-                continue
-            gb = gbytes.get(g)
-            if gb is None:
-                gb = gbytes[g] = g.encode("utf-8")
-            if prev is None:
-                parts.append(encode(i, e.term, e.timestamp, e.payload, group=gb))
-            else:
-                parts.append(
-                    encode(i, e.term, e.timestamp, e.payload, group=gb, prev_index=prev,
-                           kind=SPARSE)
-                )
-            ws = written.get(g)
-            if ws is None:
-                written[g] = [i]
-            else:
-                ws.append(i)
+                items.append((prev, e))
+                idxs.append(i)
+            if cur is not None:
+                new_last[g] = cur
+            if items:
+                gid = self._group_ids.get(g)
+                if gid is None:
+                    gb = g.encode("utf-8")
+                    gid = self._group_ids[g] = (gb, zlib.crc32(gb))
+                parts += encode_group(gid[0], gid[1], items)
+                result.written[g] = idxs
         if parts:
             data = b"".join(parts)
             fd = self._fd
@@ -457,7 +460,10 @@ class Wal:
                 self._broken = True
                 raise
             self._size += len(data)
+            self._last.update(new_last)
             fp("wal.after_fsync")
+        else:
+            self._last.update(new_last)
         if self._size >= self.max_size:
             result.rolled = self.roll(fp)
         return result
