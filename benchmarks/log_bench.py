@@ -317,6 +317,57 @@ def snapshot_rows(base: str, puts: int, keys: int, payload: int) -> dict[str, An
 # -- main ---------------------------------------------------------------------------------
 
 
+# -- a 3-node raft group through the process shells (sim and Ray) ------------------------
+
+
+async def _proposer(ctx: Any, group: str, leader: str, n: int, report_to: Any) -> None:
+    from sediment.actors.log.shell.names import raft_name
+
+    server = await ctx.whereis(raft_name(group, leader))
+    ctx.send(report_to, "ready")
+    await ctx.receive(lambda m: m == "go")
+    for i in range(n):
+        await ctx.call(server, ("propose", ("put", f"k{i % 64}", i)), timeout=30)
+    ctx.send(report_to, "done")
+
+
+async def _drive(ctx: Any, group: str, leader: str, n: int, k: int) -> tuple[int, float]:
+    """Start k proposers, wait until they are all up, then time n proposals."""
+    pids = [await ctx.spawn(_proposer, group, leader, n // k, ctx.self(), node=leader)
+            for _ in range(k)]
+    for _ in range(k):
+        await ctx.receive(lambda m: m == "ready", timeout=600)
+    t0 = time.perf_counter()
+    for pid in pids:
+        ctx.send(pid, "go")
+    for _ in range(k):
+        await ctx.receive(lambda m: m == "done", timeout=600)
+    return (n // k) * k, time.perf_counter() - t0
+
+
+def group_commit_rate(backend: str, n: int, concurrency: int, data_dir: str) -> float:
+    """Committed entries per wall-clock second through a 3-node group: `concurrency`
+    client processes on the leader's node, each proposing and waiting for the outcome."""
+    from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
+    from sediment.actors.log.shell.server import GroupSpec
+    from sediment.runtime import api
+
+    spec = GroupSpec("bench", ("n1", "n2", "n3"), data_dir)
+    kwargs: dict[str, Any] = ({"seed": 1, "trace": False} if backend == "sim"
+                              else {"warm_pool": 0})
+    rt = api.start(backend, nodes=("n1", "n2", "n3"), **kwargs)
+    try:
+        start_log_cluster(rt, [spec], name="bench-log")
+        propose(rt, spec, ("put", "warm", 0))
+        leader = next(v["node"] for v in status(rt, spec).values()
+                      if v is not None and v["role"] == "leader")
+        done, seconds = rt.run(_drive, "bench", leader, n, concurrency, node=leader,
+                               timeout=1e6 if backend == "sim" else 600)
+        return done / seconds
+    finally:
+        rt.shutdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, default=1000)
@@ -336,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--group-n", type=int, default=600,
+                    help="proposals per group row (0 skips the sim/Ray group rows)")
     args = ap.parse_args(argv)
     base = tempfile.mkdtemp(prefix="log-bench-", dir=args.dir)
     t0 = time.perf_counter()
@@ -353,6 +406,12 @@ def main(argv: list[str] | None = None) -> int:
             for div in args.keys_div
         ]
         snap = snapshot_rows(base, args.puts, args.keys, args.payload)
+        group: dict[str, float] = {}
+        for backend in ("sim", "ray") if args.group_n else ():
+            for clients in (1, 16):
+                gdir = tempfile.mkdtemp(dir=base)
+                group[f"{backend}/{clients}"] = group_commit_rate(
+                    backend, args.group_n, clients, gdir)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     elapsed = time.perf_counter() - t0
@@ -384,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{snap['full_snapshot_bytes']:,} B full | {snap['ratio']:.3f}x | smaller | "
         f"{ok(1 / snap['ratio'], 1.0)} |"
     )
+    for key, rate in group.items():
+        backend, clients = key.split("/")
+        print(f"| 3-node group on {backend}, {clients} client(s): committed entries/s "
+              f"(wall clock) | {rate:,.0f} entries/s | | | measured | - |")
     print()
     print(
         f"- WAL: {args.repeat} rounds; each batch goes through `Wal.append` and the "
