@@ -472,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"wal": wal, "compaction": comps, "snapshot": snap}, indent=2) + "\n"
+            json.dumps({"wal": wal, "compaction": comps, "snapshot": snap, "group": group},
+                       indent=2) + "\n"
         )
     return 0
 
