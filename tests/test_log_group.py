@@ -177,3 +177,32 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
     for node in spec.nodes:
         assert values(rt, spec, node, list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+
+
+def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path) -> None:
+    from sediment.supervision import requests
+
+    spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=1024,
+                     snapshot_every=15, max_retained=5, segment_max_entries=6)
+    top = start_log_cluster(rt, [spec])
+    keys: dict[str, int] = {}
+    latest: dict[str, Any] = {}
+
+    def write(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            key = f"cold{i}" if i % 3 == 0 else "hot"
+            keys[key] = propose(rt, spec, ("put", key, i))[0]
+            latest[key] = i
+
+    write(0, 5)
+    node_sup = requests.child_pid(rt.call(top, requests.which_children()), "node:n3")
+    assert node_sup is not None
+    assert rt.call(node_sup, requests.terminate_child("raft:g1")) == "ok"  # n3 stops
+    write(5, 60)  # snapshots at 15..60; the leader keeps only 5 entries past them
+    assert rt.call(node_sup, requests.restart_child("raft:g1"))[0] == "ok"
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
+    n3 = status(rt, spec)["n3"]
+    assert n3["installs"] >= 1 and n3["snapshot_index"] >= 45, n3  # caught up by an install
+    assert values(rt, spec, "n3", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+    write(65, 5)  # and it keeps replicating after the install
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)

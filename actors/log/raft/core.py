@@ -153,23 +153,23 @@ def _on_tick(s: RaftState, now: float, out: Out) -> None:
         elif now >= s.election_deadline:
             election.campaign(s, now, out, pre_vote=s.config.pre_vote)
         return
-    if s.config.check_quorum and now >= s.quorum_due:
-        _check_quorum(s, now)
-        if s.role != "leader":
-            return
+    if s.config.check_quorum and now >= s.quorum_due and not _check_quorum(s, now):
+        return
     if now >= s.heartbeat_due:
         s.heartbeat_due = now + s.config.heartbeat_interval
         replication.heartbeat(s, now, out)
 
 
-def _check_quorum(s: RaftState, now: float) -> None:
+def _check_quorum(s: RaftState, now: float) -> bool:
     """A leader that has not heard from a quorum for an election timeout steps down, so a
-    partitioned leader stops accepting proposals it cannot commit."""
+    partitioned leader stops accepting proposals it cannot commit. True: still leader."""
     active = 1 + sum(pr.active for pr in s.progress.values())
     s.progress = {p: replace(pr, active=False) for p, pr in s.progress.items()}
     s.quorum_due = now + s.config.election_timeout[0]
     if active < s.config.quorum:
         become_follower(s, s.term, None, now)
+        return False
+    return True
 
 
 def _on_message(s: RaftState, msg: Message, now: float, out: Out) -> None:

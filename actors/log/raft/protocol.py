@@ -170,7 +170,9 @@ class WriteSparse:
 
 @dataclass(frozen=True, slots=True)
 class StoreSnapshotChunk:
-    """Stage one chunk of an incoming snapshot. A new snapshot_index discards older staging."""
+    """Stage one chunk of an incoming snapshot, keyed by snapshot_index. Keep every staging
+    until RestoreMachine activates one (then drop those at or below it): a SnapshotInstalled
+    for an older install may still be on its way. Recovery drops all stagings."""
 
     snapshot_index: int
     snapshot_term: int

@@ -5,7 +5,8 @@ Flow control follows etcd: a follower is probed one AppendEntries per heartbeat 
 it accepts, then entries are pipelined (at most `max_inflight` unacked messages of at
 most `max_append_entries` entries); a follower behind the leader's snapshot gets a
 snapshot install. A pipelined follower that acked nothing for a whole heartbeat
-interval is probed again from its match index, which recovers from lost messages.
+interval (one that already had entries to ack at the heartbeat before) is probed again
+from its match index, which recovers from lost messages.
 """
 
 from __future__ import annotations
@@ -47,18 +48,25 @@ def leader_append(s: RaftState, command: object, now: float, out: Out) -> Entry:
     return entry
 
 
-def heartbeat_msg(s: RaftState) -> AppendEntries:
-    """(0, 0) always matches, so a heartbeat never fails and its reply reports progress."""
-    return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit)
+def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
+    """An empty AppendEntries after the follower's match index: it acked that prefix as
+    durable, so the heartbeat cannot fail, and it re-verifies the prefix for a follower
+    that restarted meanwhile (and lost what it had verified). (0, 0), the empty prefix,
+    when our snapshot covers the match index."""
+    match = s.progress[peer].match
+    prev = term_at(s, match)
+    if prev is None:
+        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit)
+    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit)
 
 
 def start_snapshot(s: RaftState, peer: NodeId, out: Out) -> None:
     """The follower needs entries we compacted: install our newest snapshot."""
     pr = s.progress[peer]
+    deadline = s.now + s.config.election_timeout[1]
     s.progress[peer] = replace(
         pr, state="snapshot", snapshot=s.snap_index, snapshot_term=s.snap_term, inflight=(),
-        probe_sent=False,
-        snapshot_deadline=s.now + s.config.election_timeout[1],
+        probe_sent=False, snapshot_deadline=deadline,
     )
     out.sends.append(SendSnapshot(peer, s.term, s.snap_index, s.snap_term, "init"))
 
@@ -103,14 +111,17 @@ def broadcast(s: RaftState, out: Out) -> None:
 def heartbeat(s: RaftState, now: float, out: Out) -> None:
     """Every heartbeat_interval: keep followers' timers quiet, re-probe stalled ones and
     retry snapshot installs that stopped answering."""
+    last = last_index(s)
     for peer in s.others:
         pr = s.progress[peer]
-        stalled = pr.state == "replicate" and not pr.progressed and pr.match < last_index(s)
+        stalled = pr.state == "replicate" and pr.waiting and not pr.progressed
         if stalled or (pr.state == "snapshot" and now >= pr.snapshot_deadline):
             pr = _probe(pr, pr.match + 1)
-        s.progress[peer] = replace(pr, progressed=False, probe_sent=False)
+        s.progress[peer] = replace(
+            pr, progressed=False, probe_sent=False, waiting=pr.match < last
+        )
         if not send_append(s, peer, out) and s.progress[peer].state != "probe":
-            out.sends.append(Send(peer, heartbeat_msg(s)))
+            out.sends.append(Send(peer, heartbeat_msg(s, peer)))
 
 
 def _probe(pr: Progress, next_index: int) -> Progress:

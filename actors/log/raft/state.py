@@ -78,6 +78,7 @@ class Progress:
     inflight: tuple[int, ...] = ()  # replicate: last index of each unacked AppendEntries
     active: bool = False  # heard from since the last quorum check
     progressed: bool = False  # match moved since the last heartbeat
+    waiting: bool = False  # at the last heartbeat it still had entries to acknowledge
     snapshot: int = 0  # snapshot: the index being installed
     snapshot_term: int = 0
     snapshot_deadline: float = 0.0

@@ -68,8 +68,8 @@ class VoteReply:
 
 @dataclass(frozen=True, slots=True)
 class AppendEntries:
-    """Entries after (prev_index, prev_term). A heartbeat is (0, 0) with no entries: the
-    empty prefix always matches, so it never fails and the reply reports progress."""
+    """Entries after (prev_index, prev_term). A heartbeat has no entries and sits at the
+    follower's acked match index (or at (0, 0), the empty prefix): it never fails."""
 
     group: str
     term: int

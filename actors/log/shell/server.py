@@ -13,11 +13,11 @@ minor compaction after it and reports; the server applies the result to its segm
 refs, and only then asks the worker to delete files. It owns the segment refs; the
 segment writer reports new segments to it.
 
-Not yet here: snapshot install to a lagging follower. Until it is, a leader tells the
-core about a new snapshot (which drops the entries it covers from memory) only once every
-follower has matched it, or once it is more than `MAX_RETAINED` entries ahead of the
-slowest one; so the core replicates from memory instead of asking for an install, and
-only a follower that far behind would need one.
+A leader tells the core about a new snapshot (which drops the entries it covers from
+memory) once every follower has matched it, or once it is more than `max_retained`
+entries ahead of the slowest one. A follower that far behind gets the snapshot
+installed (Ra's phases): the live entries it lacks first, as sparse WAL writes, then the
+snapshot's chunks, staged until the core activates them.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class GroupSpec:
     heartbeat_interval: float = 0.1
     wal_max_size: int = 64 * 1024 * 1024
     snapshot_every: int = 4096  # Ra's min_snapshot_interval
+    max_retained: int = 50_000  # entries kept past a snapshot for slow followers
     segment_max_entries: int = 4096  # Ra's segment_max_entries
     num_minors: int = 8  # a major compaction every N minor ones
 
@@ -93,7 +94,8 @@ class GroupSpec:
         return os.path.join(self.node_dir(node), "wal")
 
 
-MAX_RETAINED = 50_000  # entries kept past the snapshot for slow followers
+INSTALL_CHUNK = 256 * 1024
+INSTALL_LIVE_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,12 @@ class _Shell:
     machine: Any = field(default_factory=kv_machine.initial)
     snapshotting: bool = False
     trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
+    pending: list[Any] = field(default_factory=list)  # events the shell feeds itself
+    install: Any = None  # the staged incoming snapshot: (index, term, SnapshotWriter)
+    install_live: list[int] = field(default_factory=list)
+    install_prev: int = 0
+    installs: int = 0  # snapshots installed from a leader
+    chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
     compact_waiters: list[Any] = field(default_factory=list)
     peers: dict[str, Pid] = field(default_factory=dict)
     peer_monitors: dict[Ref, str] = field(default_factory=dict)
@@ -141,7 +149,8 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     refs = SegRefs(await ctx.call(segwriter, ("refs", group), timeout=60))
     memtable = await ctx.call(wal, ("recovered", group), timeout=60)
     first = (info.index if info is not None else 0) + 1
-    tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable))
+    tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable),
+                       info.term if info is not None else 0)
     snap_meta = SnapshotMeta(info.index, info.term) if info is not None else None
     state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
@@ -175,11 +184,14 @@ def _log_entries(seg_dir: str, refs: SegRefs, first: int, memtable: list[Stored]
     return [from_stored(by_index[i]) for i in sorted(by_index)]
 
 
-def _contiguous(first: int, entries: list[Entry]) -> list[Entry]:
-    """The recovered log up to its first gap (later entries are refetched from the leader)."""
+def _contiguous(first: int, entries: list[Entry], snap_term: int = 0) -> list[Entry]:
+    """The recovered log up to its first gap or term regression (a stale tail an installed
+    snapshot replaced; the leader sends what follows again)."""
     out: list[Entry] = []
     for entry in entries:
         if entry.index != (out[-1].index + 1 if out else first):
+            break
+        if entry.term < (out[-1].term if out else snap_term):
             break
         out.append(entry)
     return out
@@ -195,10 +207,11 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
                 await _execute(shell, state, effect)
             trim = _trim_event(shell, state)
             if trim is not None:
-                state, effects = core.step(state, trim)
-                for effect in effects:
-                    await _execute(shell, state, effect)
+                shell.pending.append(trim)
             _schedule_tick(shell, state)
+        if shell.pending:
+            event = shell.pending.pop(0)
+            continue
         event = _event(shell, state, await ctx.receive())
 
 
@@ -209,7 +222,7 @@ def _trim_event(shell: _Shell, state: RaftState) -> rp.Event | None:
         return None
     if state.role == "leader" and state.progress:
         slowest = min(p.match for p in state.progress.values())
-        if slowest < index and index - slowest <= MAX_RETAINED:
+        if slowest < index and index - slowest <= shell.spec.max_retained:
             return None
     return rp.SnapshotTaken(index, term)
 
@@ -287,7 +300,8 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
             "applied": state.applied, "last_index": state.snap_index + len(state.entries),
             "keys": dict(shell.machine.keys), "snapshot_index": state.snap_index,
             "live_indexes": len(shell.snap_state.live_indexes),
-            "segments": [(r.file, r.first, r.last) for r in shell.refs]}
+            "segments": [(r.file, r.first, r.last) for r in shell.refs],
+            "installs": shell.installs}
 
 
 def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
@@ -351,7 +365,13 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
         for pid in shell.listeners:
             ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
     elif isinstance(effect, rp.SendSnapshot):
-        pass  # snapshot install is not in this shell yet: see the module docstring
+        await _send_snapshot(shell, state, effect)
+    elif isinstance(effect, rp.WriteSparse):
+        await _write_sparse(shell, effect)
+    elif isinstance(effect, rp.StoreSnapshotChunk):
+        _store_chunk(shell, effect)
+    elif isinstance(effect, rp.RestoreMachine):
+        _restore(shell, effect)
     else:
         _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
 
@@ -407,6 +427,109 @@ def _reply(shell: _Shell, effect: rp.Reply) -> None:
         shell.ctx.reply(ref, ("not_leader", result.leader_hint))
     else:
         shell.ctx.reply(ref, ("error", type(result).__name__, getattr(result, "index", None)))
+
+
+# --- snapshot install ---------------------------------------------------------------------
+
+
+async def _send_snapshot(shell: _Shell, state: RaftState, eff: rp.SendSnapshot) -> None:
+    """Build one install step from the snapshot on disk (it must be the one asked for)."""
+    gdir = shell.spec.group_dir(state.me)
+    info = snapshot.latest(snapshot_dir(gdir))
+    if info is None or info.index != eff.snapshot_index:
+        shell.pending.append(rp.SnapshotSendFailed(eff.to, eff.snapshot_index))
+        return
+    base = dict(group=shell.spec.group, term=eff.term, leader=state.me,
+                snapshot_index=eff.snapshot_index, snapshot_term=eff.snapshot_term)
+    if eff.step == "init":
+        msg = rt.InstallSnapshot(phase="init", **base)  # type: ignore[arg-type]
+    elif eff.step == "pre":
+        live = [i for i in info.state.live_in(eff.live_from + 1, eff.snapshot_index)]
+        batch = live[:INSTALL_LIVE_BATCH]
+        entries = tuple([await _entry(shell, state, i) for i in batch])
+        msg = rt.InstallSnapshot(phase="pre", live_entries=entries,  # type: ignore[arg-type]
+                                 last=len(live) <= INSTALL_LIVE_BATCH, **base)
+    else:
+        chunks = shell.chunks.get(info.index)
+        if chunks is None:
+            chunks = list(snapshot.read_chunks(info, INSTALL_CHUNK)) or [b""]
+            shell.chunks = {info.index: chunks}
+        n = eff.chunk_no
+        final = n >= len(chunks) - 1
+        msg = rt.InstallSnapshot(phase="last" if final else "next",  # type: ignore[arg-type]
+                                 chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n,
+                                 last=final, **base)
+    await _send(shell, eff.to, msg)
+
+
+async def _entry(shell: _Shell, state: RaftState, index: int) -> Entry:
+    """A log entry wherever this member keeps it: memory, a segment, the WAL."""
+    found = _read(state, index)
+    if found[0] == "ok":
+        return state.entries[index - state.snap_index - 1]
+    ref = shell.refs.find(index)
+    if ref is not None:
+        path = os.path.join(segment_dir(shell.spec.group_dir(state.me)), ref.file)
+        with SegmentReader.open(path) as reader:
+            stored = reader.get(index)
+        if stored is not None:
+            return from_stored(stored)
+    stored = await shell.ctx.call(shell.wal, ("read", shell.spec.group, index), timeout=30)
+    if stored is None:
+        raise RuntimeError(f"live entry {index} of {shell.spec.group} is missing")
+    return from_stored(stored)
+
+
+async def _write_sparse(shell: _Shell, eff: rp.WriteSparse) -> None:
+    """Live entries of an incoming snapshot: durable (sparse WAL writes) before acking."""
+    if not eff.entries:
+        return
+    ctx = shell.ctx
+    if shell.install is None or shell.install[0] != eff.snapshot_index:
+        _abort_install(shell)
+        shell.install_prev = 0
+    ctx.send(shell.wal, WalWriteReq(shell.spec.group,
+                                    tuple(to_stored(e) for e in eff.entries), ctx.self(),
+                                    prev_index=shell.install_prev))
+    last = eff.entries[-1].index
+    await ctx.receive(lambda m: (isinstance(m, WalWritten) and m.index >= last)
+                      or isinstance(m, WalRejected), timeout=60)
+    shell.install_prev = last
+    shell.install_live.extend(e.index for e in eff.entries)
+
+
+def _store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
+    if shell.install is None or shell.install[0] != eff.snapshot_index:
+        _abort_install(shell, keep_live=True)
+        root = snapshot_dir(shell.spec.group_dir(shell.ctx.self().node))
+        writer = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
+        shell.install = (eff.snapshot_index, eff.snapshot_term, writer)
+    shell.install[2].write(eff.data)
+    if eff.last:
+        shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term))
+
+
+def _restore(shell: _Shell, eff: rp.RestoreMachine) -> None:
+    """Activate the staged snapshot: commit it (the commit point), load the machine."""
+    if shell.install is None or shell.install[0] != eff.snapshot_index:
+        raise RuntimeError(f"no staged snapshot {eff.snapshot_index} to restore")
+    writer = shell.install[2]
+    info = writer.commit(shell.install_live, fp=shell.ctx.failpoint_sync)
+    shell.install, shell.install_live = None, []
+    shell.installs += 1
+    shell.machine = kv_machine.restore(snapshot.read_data(info))
+    shell.snap_state = info.state
+    shell.trim_to = (info.index, info.term)
+    for pid in (shell.wal, shell.segwriter):
+        shell.ctx.send(pid, SnapshotStateChanged(shell.spec.group, info.state))
+
+
+def _abort_install(shell: _Shell, keep_live: bool = False) -> None:
+    if shell.install is not None:
+        shell.install[2].abort()
+    shell.install = None
+    if not keep_live:
+        shell.install_live = []
 
 
 def _schedule_tick(shell: _Shell, state: RaftState) -> None:
