@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from log_helpers import put_mixed
 from runtime_helpers import eventually
 
-from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
+from sediment.actors.log.shell.cluster import start_log_cluster, status
 from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.storage.failpoints import (
@@ -41,16 +42,6 @@ def _host(point: str, group: str, node: str) -> str:
     return worker_name(group, node)
 
 
-def _workload(rt: Any, spec: GroupSpec, start: int, n: int, latest: dict[str, int],
-              keys: dict[str, int], cold_every: int = 3) -> None:
-    """Cold keys written once among overwrites of one hot key (segments with holes);
-    cold_every=0: only the hot key (whole segments die: minor compaction deletes them)."""
-    for i in range(start, start + n):
-        key = f"cold{i}" if cold_every and i % cold_every == 0 else "hot"
-        keys[key] = propose(rt, spec, ("put", key, i))[0]
-        latest[key] = i
-
-
 CASES = [p for p in WAL_FAILPOINTS + SEGMENT_FAILPOINTS + SNAPSHOT_FAILPOINTS
          + COMPACTION_FAILPOINTS if p not in RECOVERY_ONLY]
 
@@ -70,16 +61,16 @@ def _crash_and_check(rt: Any, point: str, tmp_path: Path) -> None:
     start_log_cluster(rt, [spec])
     keys: dict[str, int] = {}
     latest: dict[str, int] = {}
-    _workload(rt, spec, 0, 10, latest, keys)
+    put_mixed(rt, spec, 0, 10, keys, latest)
     host = _host(point, spec.group, "n2")
     victim = rt.whereis(host)
     rt.arm_failpoint(victim, point, "crash")
-    _workload(rt, spec, 10, 50, latest, keys)
+    put_mixed(rt, spec, 10, 50, keys, latest)
     for _ in range(3):  # majors (and the next snapshots' minors) reach the rest
         with contextlib.suppress(CallError):
             rt.call(raft_name(spec.group, "n2"), ("compact",), timeout=5)
-        _workload(rt, spec, 1000 + len(latest), 16, latest, keys)
-        _workload(rt, spec, 2000 + len(latest), 24, latest, keys, cold_every=0)
+        put_mixed(rt, spec, 1000 + len(latest), 16, keys, latest)
+        put_mixed(rt, spec, 2000 + len(latest), 24, keys, latest, cold_every=0)
     assert eventually(rt, lambda: rt.whereis(host) not in (None, victim), timeout=30), \
         f"{point} never fired on {host}"
     assert eventually(rt, lambda: _converged(rt, spec, keys), timeout=60)

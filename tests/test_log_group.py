@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from log_helpers import put_mixed
 from runtime_helpers import eventually
 
 from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
@@ -114,10 +115,7 @@ def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> 
     start_log_cluster(rt, [spec])
     keys: dict[str, int] = {}
     latest: dict[str, int] = {}
-    for i in range(60):  # cold keys written once among overwrites of one hot key: holes
-        key = f"cold{i}" if i % 3 == 0 else "hot"
-        keys[key] = propose(rt, spec, ("put", key, i))[0]
-        latest[key] = i
+    put_mixed(rt, spec, 0, 60, keys, latest)  # segments with holes
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
     views = status(rt, spec)
     for view in views.values():
@@ -152,10 +150,7 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
     latest: dict[str, Any] = {}
 
     def write(start: int, n: int) -> None:
-        for i in range(start, start + n):
-            key = f"cold{i}" if i % 3 == 0 else "hot"
-            keys[key] = propose(rt, spec, ("put", key, i))[0]
-            latest[key] = i
+        put_mixed(rt, spec, start, n, keys, latest)
 
     write(0, 45)
     leader = leader_of(rt, spec)
@@ -189,10 +184,7 @@ def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path) -
     latest: dict[str, Any] = {}
 
     def write(start: int, n: int) -> None:
-        for i in range(start, start + n):
-            key = f"cold{i}" if i % 3 == 0 else "hot"
-            keys[key] = propose(rt, spec, ("put", key, i))[0]
-            latest[key] = i
+        put_mixed(rt, spec, start, n, keys, latest)
 
     write(0, 5)
     node_sup = requests.child_pid(rt.call(top, requests.which_children()), "node:n3")
