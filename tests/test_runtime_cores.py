@@ -149,10 +149,13 @@ def test_error_reason_survives_unpicklable_exceptions() -> None:
     assert Error.from_exception(ValueError("v")).exc is not None
 
 
-def test_metrics_land_in_the_local_registry_outside_ray() -> None:
+def test_metrics_land_in_the_local_registry_outside_ray(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from sediment import metrics
     from sediment.runtime import api
 
+    # other tests of the session may have connected this process to Ray
+    monkeypatch.setattr(metrics, "_in_ray", lambda: False)
     metrics.reset()
     rt = api.start("sim", seed=1)
     with pytest.raises(Exception, match="custom"):
