@@ -10,6 +10,7 @@ the staged snapshot (its rename is the commit point) and loads the machine from 
 from __future__ import annotations
 
 import os
+import pickle
 from typing import TYPE_CHECKING
 
 from sediment.actors.log import kv_machine
@@ -22,11 +23,14 @@ from sediment.actors.log.shell.log_worker import snapshot_dir
 from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
 from sediment.actors.log.shell.wal_server import WalRejected, WalWriteReq, WalWritten
 from sediment.actors.log.storage import snapshot
+from sediment.actors.log.storage.fsutil import write_file_durable
+from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
 
 if TYPE_CHECKING:
     from sediment.actors.log.shell.server import _Shell
 
+LIVE_FILE = "live_entries"  # inside an installed snapshot's directory
 INSTALL_CHUNK = 256 * 1024
 INSTALL_LIVE_BATCH = 64
 
@@ -82,52 +86,102 @@ async def _entry(shell: _Shell, state: RaftState, index: int) -> Entry:
 
 
 async def write_sparse(shell: _Shell, eff: rp.WriteSparse) -> None:
-    """Live entries of an incoming snapshot: durable (sparse WAL writes) before acking."""
-    if not eff.entries:
-        return
-    ctx = shell.ctx
-    if shell.install is None or shell.install[0] != eff.snapshot_index:
+    """Stage live entries of an incoming snapshot durably (not in the log yet: they join
+    it only when the snapshot is activated)."""
+    if shell.install_index != eff.snapshot_index:
         _abort_install(shell)
-        shell.install_prev = 0
-    ctx.send(shell.wal, WalWriteReq(shell.spec.group,
-                                    tuple(to_stored(e) for e in eff.entries), ctx.self(),
-                                    prev_index=shell.install_prev))
-    last = eff.entries[-1].index
-    await ctx.receive(lambda m: (isinstance(m, WalWritten) and m.index >= last)
-                      or isinstance(m, WalRejected), timeout=60)
-    shell.install_prev = last
-    shell.install_live.extend(e.index for e in eff.entries)
+        shell.install_index = eff.snapshot_index
+    shell.install_entries.extend(eff.entries)
+    path = _staging_file(shell)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_file_durable(path, pickle.dumps([to_stored(e) for e in shell.install_entries]))
 
 
 def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
-    if shell.install is None or shell.install[0] != eff.snapshot_index:
-        _abort_install(shell, keep_live=True)
+    if shell.install_index != eff.snapshot_index:
+        _abort_install(shell)
+        shell.install_index = eff.snapshot_index
+    if shell.install is None:
         root = snapshot_dir(shell.spec.group_dir(shell.ctx.self().node))
-        writer = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
-        shell.install = (eff.snapshot_index, eff.snapshot_term, writer)
-    shell.install[2].write(eff.data)
+        shell.install = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
+    shell.install.write(eff.data)
     if eff.last:
         shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term))
 
 
-def restore(shell: _Shell, eff: rp.RestoreMachine) -> None:
-    """Activate the staged snapshot: commit it (the commit point), load the machine."""
-    if shell.install is None or shell.install[0] != eff.snapshot_index:
+async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> None:
+    """Activate the staged snapshot in one step: its live entries are written into the
+    snapshot's own directory, so the rename that commits the snapshot commits them too.
+    Then they join the log (sparse WAL writes) and the machine loads."""
+    writer = shell.install
+    if writer is None or shell.install_index != eff.snapshot_index:
         raise RuntimeError(f"no staged snapshot {eff.snapshot_index} to restore")
-    writer = shell.install[2]
-    info = writer.commit(shell.install_live, fp=shell.ctx.failpoint_sync)
-    shell.install, shell.install_live = None, []
+    entries = list(shell.install_entries)
+    write_file_durable(os.path.join(writer.tmp, LIVE_FILE),
+                       pickle.dumps([to_stored(e) for e in entries]), sync_dir=False)
+    info = writer.commit([e.index for e in entries], fp=shell.ctx.failpoint_sync)
+    staging = _staging_file(shell)
+    shell.install, shell.install_entries, shell.install_index = None, [], 0
+    if os.path.exists(staging):
+        os.unlink(staging)
+    shell.ctx.failpoint_sync("install.after_activate")
     shell.installs += 1
     shell.machine = kv_machine.restore(snapshot.read_data(info))
     shell.snap_state = info.state
     shell.trim_to = (info.index, info.term)
     for pid in (shell.wal, shell.segwriter):
         shell.ctx.send(pid, SnapshotStateChanged(shell.spec.group, info.state))
+    keep = [] if eff.discard_log else [e for e in state.entries if e.index > info.index]
+    await _land(shell, [to_stored(e) for e in entries], [to_stored(e) for e in keep])
 
 
-def _abort_install(shell: _Shell, keep_live: bool = False) -> None:
+async def land_if_missing(shell: _Shell, info: snapshot.SnapshotInfo, memtable: list[Stored],
+                          tail: list[Entry]) -> None:
+    """At start: an installed snapshot whose live entries never reached the log (a crash
+    right after the activation) puts them there now."""
+    path = os.path.join(info.path, LIVE_FILE)
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as fh:
+        entries: list[Stored] = pickle.load(fh)
+    if not entries:
+        return
+    last = entries[-1]
+    held = any(s.index == last.index and s.term == last.term for s in memtable)
+    ref = shell.refs.find(last.index)
+    if not held and ref is not None:
+        seg = os.path.join(segment_dir(shell.spec.group_dir(shell.ctx.self().node)), ref.file)
+        with SegmentReader.open(seg) as reader:
+            found = reader.get(last.index)
+        held = found is not None and found.term == last.term
+    if not held:
+        await _land(shell, entries, [to_stored(e) for e in tail])
+
+
+async def _land(shell: _Shell, live: list[Stored], keep: list[Stored]) -> None:
+    """Sparse-write the live entries, then what the member keeps above the snapshot again
+    (a sparse write ends the log after it); wait until both are durable."""
+    ctx, group = shell.ctx, shell.spec.group
+    tag = ("install", ctx.now())
+    batches = [(tuple(live), 0)] if live else []
+    if keep:
+        batches.append((tuple(keep), None))
+    for stored, prev in batches:
+        ctx.send(shell.wal, WalWriteReq(group, stored, ctx.self(), prev_index=prev, tag=tag))
+    for _ in batches:
+        await ctx.receive(lambda m: isinstance(m, WalWritten | WalRejected) and m.tag == tag,
+                          timeout=60)
+
+
+def _staging_file(shell: _Shell) -> str:
+    gdir = shell.spec.group_dir(shell.ctx.self().node)
+    return os.path.join(gdir, "install-staging", f"{shell.install_index}.live")
+
+
+def _abort_install(shell: _Shell) -> None:
     if shell.install is not None:
-        shell.install[2].abort()
-    shell.install = None
-    if not keep_live:
-        shell.install_live = []
+        shell.install.abort()
+    shell.install, shell.install_entries = None, []
+    staging = _staging_file(shell)
+    if os.path.exists(staging):
+        os.unlink(staging)

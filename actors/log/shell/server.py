@@ -114,9 +114,9 @@ class _Shell:
     snapshotting: bool = False
     trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
     pending: list[Any] = field(default_factory=list)  # events the shell feeds itself
-    install: Any = None  # the staged incoming snapshot: (index, term, SnapshotWriter)
-    install_live: list[int] = field(default_factory=list)
-    install_prev: int = 0
+    install: Any = None  # the staged incoming snapshot's SnapshotWriter
+    install_index: int = 0  # the incoming snapshot being staged
+    install_entries: list[Entry] = field(default_factory=list)  # staged live entries
     installs: int = 0  # snapshots installed from a leader
     chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
     compact_waiters: list[Any] = field(default_factory=list)
@@ -154,6 +154,7 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state)
     if info is not None:
         shell.machine = kv_machine.restore(snapshot.read_data(info))
+        await install.land_if_missing(shell, info, memtable, tail)
     _logger.info("raft server up", group=group, term=hard.term, snapshot=first - 1,
                  log=len(tail), segments=len(refs))
     await _step(shell, state, rp.Tick(ctx.now()))
@@ -230,7 +231,7 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
     if isinstance(msg, RAFT_MESSAGES):
         return rp.Receive(msg, now)
     if isinstance(msg, WalWritten):
-        return rp.Persisted(msg.index, msg.term)
+        return rp.Persisted(msg.index, msg.term) if msg.tag is None else None
     if isinstance(msg, _Tick):
         if shell.tick_due == msg.due:
             shell.tick_due = None
@@ -370,7 +371,7 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
     elif isinstance(effect, rp.StoreSnapshotChunk):
         install.store_chunk(shell, effect)
     elif isinstance(effect, rp.RestoreMachine):
-        install.restore(shell, effect)
+        await install.restore(shell, state, effect)
     else:
         _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
 

@@ -37,6 +37,7 @@ class WalWriteReq:
     entries: tuple[Stored, ...]
     writer: Pid
     prev_index: int | None = None  # set: a sparse write (snapshot install)
+    tag: Any = None  # echoed in the answer: writes the raft core did not ask for
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class WalWritten:
     group: str
     index: int
     term: int
+    tag: Any = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class WalRejected:
 
     group: str
     from_index: int
+    tag: Any = None
 
 
 async def wal_server(ctx: Process, directory: str, max_size: int) -> None:
@@ -156,7 +159,7 @@ def _write(ctx: Process, wal: Wal, memtable: dict[str, GroupLog],
     for req in batch:
         glog = memtable.setdefault(req.group, GroupLog())
         if req.group in result.rejected:
-            ctx.send(req.writer, WalRejected(req.group, result.rejected[req.group]))
+            ctx.send(req.writer, WalRejected(req.group, result.rejected[req.group], req.tag))
             continue
         for i, entry in enumerate(req.entries):
             prev = req.prev_index if i == 0 else (
@@ -164,5 +167,5 @@ def _write(ctx: Process, wal: Wal, memtable: dict[str, GroupLog],
             glog.add(entry, prev)
         if req.entries:
             last = req.entries[-1]
-            ctx.send(req.writer, WalWritten(req.group, last.index, last.term))
+            ctx.send(req.writer, WalWritten(req.group, last.index, last.term, req.tag))
     return result.rolled

@@ -1,0 +1,1 @@
+"""Netsy KV: an MVCC store with etcd semantics over SQLite."""

@@ -1,0 +1,646 @@
+"""The MVCC store of the Netsy KV: etcd semantics, synchronous, over one SQLite file (WAL).
+
+Tables
+- `records(revision, key, value, create_revision, mod_revision, version, deleted,
+  compacted_at)`: one row per key written in a revision (a tombstone has deleted=1, value
+  NULL, version 0, create_revision 0). Rows are never deleted: compaction is value-only.
+- `compactions(revision, finished)`: every scheduled compaction revision; `finished` is set
+  once its value-only pass is complete (etcd persists scheduledCompact and finishedCompact).
+- `meta(name, value)`: the head revision.
+
+Revisions: one per write request (a txn with several writes gets one revision); a request
+that changes nothing (a delete matching no key, a read-only txn) does not consume one. A
+write may be given its revision explicitly (the raft index later); it must be above head.
+
+Compaction follows etcd: `compact(rev)` fails with ErrCompacted when rev <= the current
+compact revision and ErrFutureRev when rev > head; otherwise the compact revision moves to
+rev at once (logical compaction; persisted as `scheduled`) and the value-only pass runs in
+batches (`compact_batch`), after which the compaction is recorded `finished`. Reading at
+the compact revision is allowed, below it is ErrCompacted. A scheduled but unfinished
+compaction found on open is exposed as `pending_compaction`; `run_pending_compaction`
+resumes it. On open, head = max(head, compact revision) (etcd's #17780 fix).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sediment.actors.kv.errors import (
+    ErrCompacted,
+    ErrDuplicateKey,
+    ErrEmptyKey,
+    ErrFutureRev,
+    ErrInvalidRangeEnd,
+    ErrKeyTooLarge,
+    ErrNegativeRevision,
+    ErrRequestTooLarge,
+    ErrRevisionNotAfterHead,
+    ErrTooManyOps,
+    ErrValueTooLarge,
+    InvalidRequest,
+)
+from sediment.actors.kv.types import (
+    Compare,
+    DeleteRange,
+    DeleteResult,
+    Event,
+    KeyValue,
+    Put,
+    PutResult,
+    Range,
+    RangeResult,
+    TxnOp,
+    TxnResponse,
+    TxnResult,
+)
+
+DEFAULT_MAX_REQUEST_BYTES = 1536 * 1024  # etcd's --max-request-bytes default (1.5 MiB)
+DEFAULT_MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
+DEFAULT_COMPACTION_BATCH = 1000  # etcd's CompactionBatchLimit default
+
+ALL_KEYS = b"\0"  # range_end meaning "every key >= key"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    revision INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB,
+    create_revision INTEGER NOT NULL,
+    mod_revision INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    compacted_at INTEGER,
+    PRIMARY KEY (key, revision)
+);
+CREATE INDEX IF NOT EXISTS records_by_revision ON records (revision);
+CREATE TABLE IF NOT EXISTS compactions (
+    revision INTEGER PRIMARY KEY,
+    finished INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+"""
+
+# A row is compactable at R: at or below R, not yet compacted, and a tombstone or
+# superseded by a newer row of the same key that is also at or below R.
+_COMPACTABLE = """
+    r.revision <= :rev AND r.compacted_at IS NULL AND (
+        r.deleted = 1 OR EXISTS (
+            SELECT 1 FROM records n
+            WHERE n.key = r.key AND n.revision > r.revision AND n.revision <= :rev))
+"""
+
+_COLS = "key, value, create_revision, mod_revision, version, deleted, revision"
+
+
+def _bounds(key: bytes, range_end: bytes | None) -> tuple[str, tuple[bytes, ...]]:
+    if range_end is None:
+        return "key = ?", (key,)
+    if range_end == ALL_KEYS:
+        return "key >= ?", (key,)
+    return "key >= ? AND key < ?", (key, range_end)
+
+
+def _kv(row: Sequence[Any]) -> KeyValue:
+    value = row[1]
+    return KeyValue(
+        key=bytes(row[0]),
+        value=b"" if value is None else bytes(value),
+        create_revision=row[2],
+        mod_revision=row[3],
+        version=row[4],
+    )
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """etcd's GetPrefixRangeEnd: the range_end covering every key with `prefix`."""
+    end = bytearray(prefix)
+    for i in range(len(end) - 1, -1, -1):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return ALL_KEYS
+
+
+class Store:
+    """One node's MVCC store. Not thread-safe; one owner process drives it."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_key_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_value_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
+        compaction_batch: int = DEFAULT_COMPACTION_BATCH,
+    ) -> None:
+        self.path = str(path)
+        self.max_key_bytes = max_key_bytes
+        self.max_value_bytes = max_value_bytes
+        self.max_request_bytes = max_request_bytes
+        self.max_txn_ops = max_txn_ops
+        self.compaction_batch = compaction_batch
+        self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        self._load()
+
+    # ------------------------------------------------------------------ state --
+
+    def _load(self) -> None:
+        q = self._db.execute
+        meta_head = q("SELECT value FROM meta WHERE name = 'head'").fetchone()
+        rec_head = q("SELECT MAX(revision) FROM records").fetchone()[0] or 0
+        self._compact_rev = q("SELECT MAX(revision) FROM compactions").fetchone()[0] or 0
+        self._finished_rev = (
+            q("SELECT MAX(revision) FROM compactions WHERE finished = 1").fetchone()[0] or 0
+        )
+        # etcd #17780: the head never goes below the (scheduled) compact revision.
+        self._head = max(meta_head[0] if meta_head else 0, rec_head, self._compact_rev)
+
+    @property
+    def head(self) -> int:
+        """The last applied revision."""
+        return self._head
+
+    @property
+    def compact_revision(self) -> int:
+        """The logical compact revision (the latest scheduled compaction; 0 if none)."""
+        return self._compact_rev
+
+    @property
+    def finished_compact_revision(self) -> int:
+        return self._finished_rev
+
+    @property
+    def pending_compaction(self) -> int | None:
+        """A scheduled compaction whose value-only pass has not finished, or None."""
+        return self._compact_rev if self._compact_rev > self._finished_rev else None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------- validation --
+
+    def _check_key(self, key: bytes) -> None:
+        if not isinstance(key, bytes | bytearray):
+            raise InvalidRequest("key must be bytes")
+        if not key:
+            raise ErrEmptyKey()
+        if len(key) > self.max_key_bytes:
+            raise ErrKeyTooLarge(f"key of {len(key)} bytes exceeds {self.max_key_bytes}")
+
+    def _check_range(self, key: bytes, range_end: bytes | None) -> None:
+        self._check_key(key)
+        if range_end is None:
+            return
+        if not isinstance(range_end, bytes | bytearray):
+            raise InvalidRequest("range_end must be bytes")
+        if len(range_end) > self.max_key_bytes:
+            raise ErrKeyTooLarge(f"range_end of {len(range_end)} bytes too large")
+        if range_end != ALL_KEYS and range_end < key:
+            raise ErrInvalidRangeEnd("range_end is before key")
+
+    def _check_put(self, key: bytes, value: bytes) -> int:
+        self._check_key(key)
+        if not isinstance(value, bytes | bytearray):
+            raise InvalidRequest("value must be bytes")
+        if len(value) > self.max_value_bytes:
+            raise ErrValueTooLarge(f"value of {len(value)} bytes exceeds {self.max_value_bytes}")
+        return len(key) + len(value)
+
+    def _check_revision(self, revision: int, what: str = "revision") -> None:
+        if not isinstance(revision, int) or isinstance(revision, bool):
+            raise InvalidRequest(f"{what} must be an int")
+        if revision < 0:
+            raise ErrNegativeRevision(f"{what} {revision} is negative")
+
+    def _check_read_rev(self, revision: int) -> int:
+        """etcd rangeKeys: future first, then compacted; 0 reads at head."""
+        if revision > self._head:
+            raise ErrFutureRev()
+        if revision <= 0:
+            revision = self._head
+        if revision < self._compact_rev:
+            raise ErrCompacted(self._compact_rev)
+        return revision
+
+    def _check_op(self, op: TxnOp) -> int:
+        if isinstance(op, Put):
+            return self._check_put(op.key, op.value)
+        if isinstance(op, DeleteRange):
+            self._check_range(op.key, op.range_end)
+            return len(op.key) + len(op.range_end or b"")
+        if isinstance(op, Range):
+            self._check_range(op.key, op.range_end)
+            self._check_revision(op.revision)
+            self._check_revision(op.limit, "limit")
+            return len(op.key) + len(op.range_end or b"")
+        raise InvalidRequest(f"unknown txn op {op!r}")
+
+    def _check_size(self, size: int) -> None:
+        if size > self.max_request_bytes:
+            raise ErrRequestTooLarge(f"request of {size} bytes exceeds {self.max_request_bytes}")
+
+    def _next_revision(self, revision: int | None) -> int:
+        if revision is None:
+            return self._head + 1
+        self._check_revision(revision)
+        if revision <= self._head:
+            raise ErrRevisionNotAfterHead(f"revision {revision} is not above head {self._head}")
+        return revision
+
+    # ---------------------------------------------------------------- reading --
+
+    def _live_rows(self, key: bytes, range_end: bytes | None, at: int) -> list[Any]:
+        """Rows of the keys that exist at revision `at`, by key."""
+        where, args = _bounds(key, range_end)
+        sql = (
+            f"SELECT {_COLS} FROM records r WHERE {where} AND r.deleted = 0 AND r.revision = "
+            "(SELECT MAX(m.revision) FROM records m WHERE m.key = r.key AND m.revision <= ?) "
+            "ORDER BY r.key"
+        )
+        return self._db.execute(sql, (*args, at)).fetchall()
+
+    def _latest(self, key: bytes, at: int) -> Any | None:
+        return self._db.execute(
+            f"SELECT {_COLS} FROM records WHERE key = ? AND revision <= ? "
+            "ORDER BY revision DESC LIMIT 1",
+            (key, at),
+        ).fetchone()
+
+    def _range_at(self, r: Range, at: int, header: int) -> RangeResult:
+        rows = self._live_rows(r.key, r.range_end, at)
+        count = len(rows)
+        if r.count_only:
+            return RangeResult([], count, False, header)
+        more = bool(r.limit) and count > r.limit
+        if more:
+            rows = rows[: r.limit]
+        kvs = [_kv(row) for row in rows]
+        if r.keys_only:
+            kvs = [replace(kv, value=b"") for kv in kvs]
+        return RangeResult(kvs, count, more, header)
+
+    def range(
+        self,
+        key: bytes,
+        range_end: bytes | None = None,
+        revision: int = 0,
+        limit: int = 0,
+        count_only: bool = False,
+        keys_only: bool = False,
+    ) -> RangeResult:
+        """etcd Range. range_end None: the single key; b"\\0": every key >= key; otherwise
+        [key, range_end). `count` is the number of matching keys before `limit`."""
+        r = Range(key, range_end, revision, limit, count_only, keys_only)
+        self._check_size(self._check_op(r))
+        at = self._check_read_rev(revision)
+        return self._range_at(r, at, self._head)
+
+    def get(self, key: bytes, revision: int = 0) -> KeyValue | None:
+        res = self.range(key, revision=revision)
+        return res.kvs[0] if res.kvs else None
+
+    def events(
+        self,
+        start_revision: int,
+        key: bytes,
+        range_end: bytes | None = None,
+        end_revision: int | None = None,
+        prev_kv: bool = False,
+    ) -> list[Event]:
+        """The history of [key, range_end) from start_revision to end_revision (default
+        head), ordered by revision then key: what a watch replays; start_revision 0 means
+        "from now" and replays nothing. start_revision below the
+        compact revision is ErrCompacted; AT the compact revision is allowed and includes
+        the events of that revision, tombstones too (etcd #18089, #19179)."""
+        self._check_range(key, range_end)
+        self._check_revision(start_revision)
+        end = self._head if end_revision is None else end_revision
+        self._check_revision(end, "end_revision")
+        if start_revision == 0:  # etcd: a watch with start_revision 0 starts "now"
+            return []
+        if start_revision < self._compact_rev:
+            raise ErrCompacted(self._compact_rev)
+        start = start_revision
+        where, args = _bounds(key, range_end)
+        rows = self._db.execute(
+            f"SELECT {_COLS} FROM records WHERE {where} AND revision >= ? AND revision <= ? "
+            "ORDER BY revision, key",
+            (*args, start, end),
+        ).fetchall()
+        out: list[Event] = []
+        for row in rows:
+            prev = None
+            if prev_kv:
+                p = self._latest(row[0], row[6] - 1)
+                if p is not None and not p[5] and p[1] is not None:
+                    prev = _kv(p)
+            if row[5]:
+                out.append(Event("delete", KeyValue(bytes(row[0]), b"", 0, row[6], 0), prev))
+            else:
+                out.append(Event("put", _kv(row), prev))
+        return out
+
+    # ---------------------------------------------------------------- writing --
+
+    def _apply_put(self, op: Put, rev: int) -> PutResult:
+        prev = self._latest(op.key, rev)
+        if prev is not None and not prev[5]:
+            create, version = prev[2], prev[4] + 1
+        else:
+            create, version = rev, 1
+        self._db.execute(
+            "INSERT INTO records (revision, key, value, create_revision, mod_revision, version,"
+            " deleted) VALUES (?, ?, ?, ?, ?, ?, 0)",
+            (rev, bytes(op.key), bytes(op.value), create, rev, version),
+        )
+        prev_kv = _kv(prev) if op.prev_kv and prev is not None and not prev[5] else None
+        return PutResult(rev, prev_kv)
+
+    def _apply_delete(self, op: DeleteRange, rev: int) -> DeleteResult:
+        rows = self._live_rows(op.key, op.range_end, rev)
+        self._db.executemany(
+            "INSERT INTO records (revision, key, value, create_revision, mod_revision, version,"
+            " deleted) VALUES (?, ?, NULL, 0, ?, 0, 1)",
+            [(rev, row[0], rev) for row in rows],
+        )
+        prev = [_kv(row) for row in rows] if op.prev_kv else []
+        return DeleteResult(rev, len(rows), prev)
+
+    def _write(self, ops: Sequence[TxnOp], revision: int | None) -> tuple[list[TxnResponse], int]:
+        """Apply ops in one SQLite transaction at one revision. Returns the responses and
+        the header revision (the new revision if anything changed, else head)."""
+        rev = self._next_revision(revision)
+        changed = 0
+        out: list[TxnResponse] = []
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for op in ops:
+                if isinstance(op, Put):
+                    out.append(self._apply_put(op, rev))
+                    changed += 1
+                elif isinstance(op, DeleteRange):
+                    res = self._apply_delete(op, rev)
+                    changed += res.deleted
+                    out.append(res)
+                else:
+                    at = rev if op.revision == 0 else op.revision
+                    out.append(self._range_at(op, at, 0))
+            if changed:
+                self._db.execute(
+                    "INSERT INTO meta (name, value) VALUES ('head', ?) "
+                    "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                    (rev,),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        header = rev if changed else self._head
+        if changed:
+            self._head = rev
+        return [replace(r, revision=header) for r in out], header
+
+    def put(
+        self, key: bytes, value: bytes, prev_kv: bool = False, *, revision: int | None = None
+    ) -> PutResult:
+        op = Put(key, value, prev_kv)
+        self._check_size(self._check_op(op))
+        res, _ = self._write([op], revision)
+        assert isinstance(res[0], PutResult)
+        return res[0]
+
+    def delete_range(
+        self,
+        key: bytes,
+        range_end: bytes | None = None,
+        prev_kv: bool = False,
+        *,
+        revision: int | None = None,
+    ) -> DeleteResult:
+        op = DeleteRange(key, range_end, prev_kv)
+        self._check_size(self._check_op(op))
+        res, _ = self._write([op], revision)
+        assert isinstance(res[0], DeleteResult)
+        return res[0]
+
+    # -------------------------------------------------------------------- txn --
+
+    def _compare(self, c: Compare) -> bool:
+        rows = self._live_rows(c.key, c.range_end, self._head)
+        if not rows:
+            if c.target == "value":
+                return False
+            return _cmp(0, c.op, c.value)
+        for row in rows:
+            kv = _kv(row)
+            actual: bytes | int = getattr(kv, c.target)
+            if not _cmp(actual, c.op, c.value):
+                return False
+        return True
+
+    def _check_compare(self, c: Compare) -> int:
+        if not isinstance(c, Compare):
+            raise InvalidRequest(f"not a Compare: {c!r}")
+        self._check_range(c.key, c.range_end)
+        if c.op not in ("=", "!=", "<", ">"):
+            raise InvalidRequest(f"unknown compare op {c.op!r}")
+        if c.target == "value":
+            if not isinstance(c.value, bytes | bytearray):
+                raise InvalidRequest("a value compare needs bytes")
+            return len(c.key) + len(c.value)
+        if c.target not in ("version", "create_revision", "mod_revision"):
+            raise InvalidRequest(f"unknown compare target {c.target!r}")
+        if not isinstance(c.value, int) or isinstance(c.value, bool):
+            raise InvalidRequest(f"a {c.target} compare needs an int")
+        return len(c.key)
+
+    def _check_branch(self, ops: Sequence[TxnOp]) -> int:
+        size = sum(self._check_op(op) for op in ops)
+        puts = [op.key for op in ops if isinstance(op, Put)]
+        if len(set(puts)) != len(puts):
+            raise ErrDuplicateKey()
+        for d in ops:
+            if isinstance(d, DeleteRange):
+                where_end = d.range_end
+                for k in puts:
+                    if where_end is None:
+                        hit = k == d.key
+                    elif where_end == ALL_KEYS:
+                        hit = k >= d.key
+                    else:
+                        hit = d.key <= k < where_end
+                    if hit:
+                        raise ErrDuplicateKey()
+        return size
+
+    def txn(
+        self,
+        compares: Sequence[Compare] = (),
+        success_ops: Sequence[TxnOp] = (),
+        failure_ops: Sequence[TxnOp] = (),
+        *,
+        revision: int | None = None,
+    ) -> TxnResult:
+        """etcd Txn: if every compare holds, apply success_ops, else failure_ops, all at one
+        revision. Ranges inside the txn read its earlier writes. Nested txns are not
+        supported. Every op of both branches is validated before anything is written."""
+        compares, success_ops, failure_ops = list(compares), list(success_ops), list(failure_ops)
+        for part in (compares, success_ops, failure_ops):
+            if len(part) > self.max_txn_ops:
+                raise ErrTooManyOps(len(part), self.max_txn_ops)
+        size = sum(self._check_compare(c) for c in compares)
+        size += self._check_branch(success_ops) + self._check_branch(failure_ops)
+        self._check_size(size)
+        if revision is not None:
+            self._next_revision(revision)
+        succeeded = all(self._compare(c) for c in compares)
+        ops = success_ops if succeeded else failure_ops
+        for op in ops:  # etcd checkTxn: a bad read revision fails the whole txn
+            if isinstance(op, Range) and op.revision:
+                self._check_read_rev(op.revision)
+        responses, header = self._write(ops, revision)
+        return TxnResult(succeeded, responses, header)
+
+    # ------------------------------------------------------------- compaction --
+
+    def schedule_compaction(self, revision: int) -> int:
+        """Logical compaction (etcd updateCompactRev): validate, persist `scheduled`, move
+        the compact revision. Returns the revision."""
+        self._check_revision(revision)
+        if revision <= self._compact_rev:
+            raise ErrCompacted(self._compact_rev)
+        if revision > self._head:
+            raise ErrFutureRev()
+        self._db.execute("INSERT INTO compactions (revision, finished) VALUES (?, 0)", (revision,))
+        self._compact_rev = revision
+        return revision
+
+    def compact_batch(self, batch_size: int | None = None) -> int:
+        """One batch of the value-only pass of the pending compaction; returns the rows
+        compacted. When a batch finds fewer rows than batch_size the compaction is recorded
+        finished (so `pending_compaction` becomes None). Idempotent."""
+        target = self.pending_compaction
+        if target is None:
+            return 0
+        size = batch_size or self.compaction_batch
+        if size <= 0:
+            raise InvalidRequest("batch_size must be positive")
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            n = self._db.execute(
+                "UPDATE records SET value = NULL, compacted_at = :rev WHERE rowid IN ("
+                f"SELECT r.rowid FROM records r WHERE {_COMPACTABLE} LIMIT :n)",
+                {"rev": target, "n": size},
+            ).rowcount
+            if n < size:
+                self._db.execute(
+                    "UPDATE compactions SET finished = 1 WHERE revision <= ?", (target,)
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        if n < size:
+            self._finished_rev = target
+        return n
+
+    def run_pending_compaction(
+        self, batch_size: int | None = None, pause: Callable[[], object] | None = None
+    ) -> int:
+        """Run batches until the pending compaction (if any) is finished; `pause` is called
+        between batches (etcd sleeps CompactionSleepInterval). Returns rows compacted."""
+        total = 0
+        while self.pending_compaction is not None:
+            total += self.compact_batch(batch_size)
+            if pause is not None and self.pending_compaction is not None:
+                pause()
+        return total
+
+    def compact(
+        self,
+        revision: int,
+        *,
+        physical: bool = True,
+        batch_size: int | None = None,
+        pause: Callable[[], object] | None = None,
+    ) -> int:
+        """etcd Compact. physical=True waits for the value-only pass (etcd's `physical`
+        flag); otherwise call `compact_batch` / `run_pending_compaction` later. Returns the
+        header revision."""
+        self.schedule_compaction(revision)
+        if physical:
+            self.run_pending_compaction(batch_size, pause)
+        return self._head
+
+    def compactable_count(self, revision: int | None = None) -> int:
+        rev = self._compact_rev if revision is None else revision
+        n: int = self._db.execute(
+            f"SELECT COUNT(*) FROM records r WHERE {_COMPACTABLE}", {"rev": rev}
+        ).fetchone()[0]
+        return n
+
+    # ------------------------------------------------------------ raft helper --
+
+    def live_indexes(self) -> list[int]:
+        """Revisions (raft indexes, once revisions are raft indexes) whose data is still
+        needed, sorted: every revision above the compact revision, plus, at or below it,
+        each key's latest row if it is a put (the value a read at the compact revision, or
+        at head, returns). Compacted rows and tombstones at or below the compact revision
+        are not needed. This is "each key's latest put + everything above the compact
+        revision", made exact for keys deleted after the compact revision."""
+        rev = self._compact_rev
+        rows = self._db.execute(
+            "SELECT DISTINCT revision FROM records WHERE revision > :rev "
+            "UNION SELECT r.revision FROM records r WHERE r.revision <= :rev AND r.deleted = 0 "
+            "AND NOT EXISTS (SELECT 1 FROM records n WHERE n.key = r.key "
+            "AND n.revision > r.revision AND n.revision <= :rev) ORDER BY 1",
+            {"rev": rev},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Every record row (for tests and debugging), by revision then key."""
+        return self._db.execute(
+            "SELECT revision, key, value, create_revision, mod_revision, version, deleted,"
+            " compacted_at FROM records ORDER BY revision, key"
+        ).fetchall()
+
+    def compactions(self) -> list[tuple[int, bool]]:
+        return [
+            (r, bool(f))
+            for r, f in self._db.execute("SELECT revision, finished FROM compactions ORDER BY 1")
+        ]
+
+
+def _cmp(actual: bytes | int, op: str, expected: bytes | int) -> bool:
+    if op == "=":
+        return actual == expected
+    if op == "!=":
+        return actual != expected
+    if op == "<":
+        return actual < expected  # type: ignore[operator]
+    return actual > expected  # type: ignore[operator]
+
+
+def live_indexes(store: Store) -> list[int]:
+    return store.live_indexes()
+
+
+__all__ = ["ALL_KEYS", "Store", "live_indexes", "prefix_end"]

@@ -1,0 +1,117 @@
+"""Request and response types of the KV store (etcd's rpc.proto, trimmed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Target = Literal["value", "version", "create_revision", "mod_revision"]
+Op = Literal["=", "!=", "<", ">"]
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+
+
+@dataclass(frozen=True)
+class RangeResult:
+    kvs: list[KeyValue]
+    count: int
+    more: bool
+    revision: int  # header revision: the store's head when the request was served
+
+
+@dataclass(frozen=True)
+class PutResult:
+    revision: int
+    prev_kv: KeyValue | None = None
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    revision: int
+    deleted: int
+    prev_kvs: list[KeyValue] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Put:
+    key: bytes
+    value: bytes
+    prev_kv: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteRange:
+    key: bytes
+    range_end: bytes | None = None
+    prev_kv: bool = False
+
+
+@dataclass(frozen=True)
+class Range:
+    key: bytes
+    range_end: bytes | None = None
+    revision: int = 0
+    limit: int = 0
+    count_only: bool = False
+    keys_only: bool = False
+
+
+@dataclass(frozen=True)
+class Compare:
+    """etcd Compare: `target` of every key in [key, range_end) `op` `value`.
+
+    A missing key compares as version/create_revision/mod_revision 0; a value compare on a
+    missing key is false (etcd's applyCompare)."""
+
+    key: bytes
+    target: Target
+    op: Op
+    value: bytes | int
+    range_end: bytes | None = None
+
+
+TxnOp = Put | DeleteRange | Range
+TxnResponse = PutResult | DeleteResult | RangeResult
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    succeeded: bool
+    responses: list[TxnResponse]
+    revision: int
+
+
+__all__ = [
+    "Compare",
+    "DeleteRange",
+    "DeleteResult",
+    "Event",
+    "KeyValue",
+    "Op",
+    "Put",
+    "PutResult",
+    "Range",
+    "RangeResult",
+    "Target",
+    "TxnOp",
+    "TxnResponse",
+    "TxnResult",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change in the history: a put (kv is the new row) or a delete (kv holds the key,
+    mod_revision = the delete's revision, version 0). prev_kv is None when the key did not
+    exist before or its previous value has been compacted."""
+
+    kind: Literal["put", "delete"]
+    kv: KeyValue
+    prev_kv: KeyValue | None = None
