@@ -20,6 +20,7 @@ from sediment.actors.log.raft.state import RaftState
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.log_worker import snapshot_dir
+from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
 from sediment.actors.log.shell.wal_server import WalRejected, WalWriteReq, WalWritten
 from sediment.actors.log.storage import snapshot
@@ -69,16 +70,9 @@ async def snapshot_message(shell: _Shell, state: RaftState,
 
 async def _entry(shell: _Shell, state: RaftState, index: int) -> Entry:
     """A log entry wherever this member keeps it: memory, a segment, the WAL."""
-    pos = index - state.snap_index - 1
-    if 0 <= pos < len(state.entries):
-        return state.entries[pos]
-    ref = shell.refs.find(index)
-    if ref is not None:
-        path = os.path.join(segment_dir(shell.spec.group_dir(state.me)), ref.file)
-        with SegmentReader.open(path) as reader:
-            stored = reader.get(index)
-        if stored is not None:
-            return from_stored(stored)
+    entry = local_entry(state, shell.refs, shell.spec.group_dir(state.me), index)
+    if entry is not None:
+        return entry
     stored = await shell.ctx.call(shell.wal, ("read", shell.spec.group, index), timeout=30)
     if stored is None:
         raise RuntimeError(f"live entry {index} of {shell.spec.group} is missing")

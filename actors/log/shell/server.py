@@ -45,6 +45,7 @@ from sediment.actors.log.shell.log_worker import (
 )
 from sediment.actors.log.shell.meta import MetaStore
 from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import (
     CompactionApplied,
     SegmentsFlushed,
@@ -310,18 +311,10 @@ def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
     if index is None:
         ctx.reply(call.from_, ("ok", None))
         return
-    found = _read(state, index)
-    if found[0] == "ok":
-        ctx.reply(call.from_, ("ok", found[1][2]))
+    entry = local_entry(state, shell.refs, shell.spec.group_dir(state.me), index)
+    if entry is not None:
+        ctx.reply(call.from_, ("ok", entry.command[2]))
         return
-    ref = shell.refs.find(index)
-    if ref is not None:
-        path = os.path.join(segment_dir(shell.spec.group_dir(state.me)), ref.file)
-        with SegmentReader.open(path) as reader:
-            stored = reader.get(index)
-        if stored is not None:
-            ctx.reply(call.from_, ("ok", from_stored(stored).command[2]))
-            return
     ctx.send(shell.wal, WalRead(shell.spec.group, index, call.from_))
 
 
