@@ -7,7 +7,6 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-import pytest
 from log_helpers import put_mixed
 from runtime_helpers import eventually
 
@@ -15,9 +14,6 @@ from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import CallError
-
-INSTALL_ON_RAY = ("snapshot install on Ray stalled proposals once in a clean-clone run "
-                  "(30 s without a leader accepting); sim only until that is understood")
 
 
 def group(tmp_path: Path, name: str = "g1") -> GroupSpec:
@@ -188,8 +184,6 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
 
 
 def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path) -> None:
-    if rt.backend == "ray":
-        pytest.skip(INSTALL_ON_RAY)
     from sediment.supervision import requests
 
     spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=1024,
@@ -218,8 +212,6 @@ def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path) -
 def test_crash_right_after_an_install_activates(rt: Any, tmp_path: Path) -> None:
     """The install's commit point is the snapshot rename; a crash just after it, before
     the live entries reach the log, must lose nothing: they travel in the snapshot."""
-    if rt.backend == "ray":
-        pytest.skip(INSTALL_ON_RAY)
     from sediment.supervision import requests
 
     spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=1024,

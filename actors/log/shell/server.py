@@ -74,7 +74,7 @@ class GroupSpec:
     group: str
     nodes: tuple[str, ...]
     data_dir: str
-    election_timeout: tuple[float, float] = (0.3, 0.6)
+    election_timeout: tuple[float, float] = (1.0, 2.0)  # etcd's 1 s, randomized up to 2x
     heartbeat_interval: float = 0.1
     wal_max_size: int = 64 * 1024 * 1024
     snapshot_every: int = 4096  # Ra's min_snapshot_interval
@@ -123,6 +123,7 @@ class _Shell:
     compact_waiters: list[Any] = field(default_factory=list)
     peers: dict[str, Pid] = field(default_factory=dict)
     peer_monitors: dict[Ref, str] = field(default_factory=dict)
+    peer_retry: dict[str, float] = field(default_factory=dict)  # down member: look up again at
     results: dict[int, Any] = field(default_factory=dict)
     waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
     listeners: list[Pid] = field(default_factory=list)
@@ -369,13 +370,24 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
         _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
 
 
+PEER_LOOKUP_BACKOFF = 0.5  # seconds between name lookups of a member that is down
+
+
 async def _send(shell: _Shell, node: str, msg: Any) -> None:
+    """Send to a member's raft server; while it is down the message is lost, as on a
+    network. A down member is looked up again only every PEER_LOOKUP_BACKOFF: a lookup
+    is a round trip to the registry, and a leader doing one per heartbeat for a dead
+    peer falls behind its own timers on a loaded machine."""
     pid = shell.peers.get(node)
     ctx = shell.ctx
     if pid is None:
+        if ctx.now() < shell.peer_retry.get(node, 0.0):
+            return
         pid = await ctx.whereis(raft_name(shell.spec.group, node))
         if pid is None:
-            return  # that member is down: the message is lost, as on a network
+            shell.peer_retry[node] = ctx.now() + PEER_LOOKUP_BACKOFF
+            return
+        shell.peer_retry.pop(node, None)
         shell.peers[node] = pid
         shell.peer_monitors[ctx.monitor(pid)] = node
     ctx.send(pid, msg)
