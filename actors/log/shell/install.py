@@ -13,7 +13,6 @@ import os
 import pickle
 from typing import TYPE_CHECKING
 
-from sediment.actors.log import kv_machine
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftState
@@ -120,7 +119,8 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
         os.unlink(staging)
     shell.ctx.failpoint_sync("install.after_activate")
     shell.installs += 1
-    shell.machine = kv_machine.restore(snapshot.read_data(info))
+    by_index = {e.index: e for e in entries}
+    shell.machine.restore(snapshot.read_data(info), info.index, by_index.get)
     shell.snap_state = info.state
     shell.trim_to = (info.index, info.term)
     for pid in (shell.wal, shell.segwriter):

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
-from sediment.actors.log import kv_machine
 from sediment.actors.log.raft import core
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
@@ -35,6 +34,7 @@ from sediment.actors.log.raft.state import RaftConfig, RaftState
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
 from sediment.actors.log.shell import install
 from sediment.actors.log.shell.codec import from_stored, to_stored
+from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
 from sediment.actors.log.shell.log_worker import (
     CompactionDone,
     DeleteSegments,
@@ -81,6 +81,7 @@ class GroupSpec:
     max_retained: int = 50_000  # entries kept past a snapshot for slow followers
     segment_max_entries: int = 4096  # Ra's segment_max_entries
     num_minors: int = 8  # a major compaction every N minor ones
+    machine: MachineFactory = ra_kv  # opens this member's state machine (hosted.py)
 
     def raft_config(self) -> RaftConfig:
         return RaftConfig(peers=self.nodes, election_timeout=self.election_timeout,
@@ -111,7 +112,7 @@ class _Shell:
     worker: Pid
     refs: SegRefs
     snap_state: SnapshotState
-    machine: Any = field(default_factory=kv_machine.initial)
+    machine: HostedMachine = field(default_factory=lambda: ra_kv(""))
     snapshotting: bool = False
     trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
     pending: list[Any] = field(default_factory=list)  # events the shell feeds itself
@@ -153,13 +154,20 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     snap_meta = SnapshotMeta(info.index, info.term) if info is not None else None
     state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
-    shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state)
+    shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
+                   machine=spec.machine(gdir))
     if info is not None:
-        shell.machine = kv_machine.restore(snapshot.read_data(info))
         await install.land_if_missing(shell, info, memtable, tail)
+        if shell.machine.applied < info.index:
+            held = {s.index: from_stored(s) for s in memtable}
+            shell.machine.restore(snapshot.read_data(info), info.index, lambda i: held.get(i) or
+                                  local_entry(state, shell.refs, gdir, i))
     _logger.info("raft server up", group=group, term=hard.term, snapshot=first - 1,
                  log=len(tail), segments=len(refs))
-    await _step(shell, state, rp.Tick(ctx.now()))
+    try:
+        await _step(shell, state, rp.Tick(ctx.now()))
+    finally:
+        shell.machine.close()
 
 
 async def _needed(ctx: Process, name: str) -> Pid:
@@ -286,6 +294,8 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         ctx.reply(call.from_, shell.leader)
     elif kind == "get":
         return _get(shell, state, call, request[1])
+    elif kind == "query":
+        ctx.reply(call.from_, shell.machine.query(request[1]))
     elif kind == "compact":
         shell.compact_waiters.append(call.from_)
         ctx.send(shell.worker, MajorCompaction(tuple(shell.refs), shell.snap_state, ctx.self()))
@@ -298,7 +308,7 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
     return {"group": shell.spec.group, "node": state.me, "role": state.role,
             "term": state.term, "leader": shell.leader[0], "commit": state.commit,
             "applied": state.applied, "last_index": state.snap_index + len(state.entries),
-            "keys": dict(shell.machine.keys), "snapshot_index": state.snap_index,
+            **shell.machine.status(), "snapshot_index": state.snap_index,
             "live_indexes": len(shell.snap_state.live_indexes),
             "segments": [(r.file, r.first, r.last) for r in shell.refs],
             "installs": shell.installs}
@@ -307,7 +317,8 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
 def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
     """A local read of a key's value: its latest put's entry, wherever the log keeps it
     (memory, the WAL's memtable, or a segment)."""
-    index = shell.machine.keys.get(key)
+    found = shell.machine.query(("index", key))
+    index = found[1] if found[0] == "ok" else None
     ctx = shell.ctx
     if index is None:
         ctx.reply(call.from_, ("ok", None))
@@ -394,8 +405,10 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
 
 
 def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
+    machine = shell.machine
     for entry in entries:
-        shell.machine, result = kv_machine.apply(shell.machine, entry)
+        # a machine on disk may be ahead of the log's snapshot: never apply twice
+        result = machine.apply(entry) if entry.index > machine.applied else None
         waiter = shell.waiting.pop(entry.index, None)
         if waiter is not None:
             shell.ctx.reply(waiter, ("ok", entry.index, result))
@@ -414,10 +427,9 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
     if last.index - state.snap_index < shell.spec.snapshot_every:
         return
     shell.snapshotting = True
-    machine = shell.machine
+    data, live = shell.machine.snapshot()
     shell.ctx.send(shell.worker, TakeSnapshot(
-        last.index, last.term, kv_machine.snapshot(machine),
-        tuple(kv_machine.live_indexes(machine)), tuple(shell.refs), shell.ctx.self()))
+        last.index, last.term, data, tuple(live), tuple(shell.refs), shell.ctx.self()))
 
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:

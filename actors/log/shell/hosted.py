@@ -1,0 +1,88 @@
+"""The state machine as the raft server hosts it: an object owning the machine's state.
+
+The pure `StateMachine` contract (`actors/log/machine.py`) fits machines that live in
+memory. A machine that keeps its state on disk (the Netsy KV in SQLite) is already
+restored when its process starts and must not apply an entry twice, so the server talks
+to every machine through this one interface:
+
+- `applied`: the highest index the machine has applied (a disk machine: durably, read
+  back at open); the server feeds entries above it only.
+- `apply(entry)`: apply one committed entry, return the proposer's result.
+- `snapshot()`: (bytes, live indexes) of the state at `applied`, durable before return.
+- `restore(data, index, live)`: replace the state by a snapshot at `index` whose live
+  entries are given (an installed snapshot, or a start that finds the machine behind its
+  latest snapshot).
+- `query(request)`: a local read of the state ("serializable" in etcd's terms).
+- `status()`: a small summary for the server's status call.
+
+A `MachineFactory` is a picklable callable `(group_dir) -> HostedMachine` carried in
+the group's spec, so each member opens its own machine where it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from sediment.actors.log import kv_machine
+from sediment.actors.log.raft.types import Entry
+
+
+class HostedMachine(Protocol):
+    applied: int
+
+    def apply(self, entry: Entry) -> Any: ...
+
+    def snapshot(self) -> tuple[bytes, list[int]]: ...
+
+    def restore(self, data: bytes, index: int, live: Sequence[Entry]) -> None: ...
+
+    def query(self, request: Any) -> Any: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+MachineFactory = Callable[[str], HostedMachine]
+
+
+class RaKvHost:
+    """The in-memory reference machine (`kv_machine`, Ra's ra_kv): key -> index of its
+    latest put; values are read from the log by the server."""
+
+    def __init__(self, group_dir: str = "") -> None:
+        self.state = kv_machine.initial()
+        self.applied = 0
+
+    def apply(self, entry: Entry) -> Any:
+        self.state, result = kv_machine.apply(self.state, entry)
+        self.applied = entry.index
+        return result
+
+    def snapshot(self) -> tuple[bytes, list[int]]:
+        return kv_machine.snapshot(self.state), kv_machine.live_indexes(self.state)
+
+    def restore(self, data: bytes, index: int, live: Sequence[Entry]) -> None:
+        self.state = kv_machine.restore(data)
+        self.applied = index
+
+    def query(self, request: Any) -> Any:
+        """("index", key): the index of the key's latest put, or None."""
+        if isinstance(request, tuple) and len(request) == 2 and request[0] == "index":
+            return ("ok", self.state.keys.get(request[1]))
+        return ("error", ("unknown_query", request))
+
+    def status(self) -> dict[str, Any]:
+        return {"keys": dict(self.state.keys)}
+
+    def close(self) -> None:
+        pass
+
+
+def ra_kv(group_dir: str) -> HostedMachine:
+    """The default machine factory."""
+    return RaKvHost(group_dir)
+
+
+__all__ = ["HostedMachine", "MachineFactory", "RaKvHost", "ra_kv"]
