@@ -14,6 +14,8 @@ to every machine through this one interface:
   latest snapshot).
 - `query(request)`: a local read of the state ("serializable" in etcd's terms).
 - `status()`: a small summary for the server's status call.
+- `background()`: one bounded piece of deferred work (the KV's value-only compaction
+  pass); True while more remains. The server runs it only when its mailbox is empty.
 
 A `MachineFactory` is a picklable callable `(group_dir) -> HostedMachine` carried in
 the group's spec, so each member opens its own machine where it runs.
@@ -40,6 +42,8 @@ class HostedMachine(Protocol):
     def query(self, request: Any) -> Any: ...
 
     def status(self) -> dict[str, Any]: ...
+
+    def background(self) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -75,6 +79,9 @@ class RaKvHost:
 
     def status(self) -> dict[str, Any]:
         return {"keys": dict(self.state.keys)}
+
+    def background(self) -> bool:
+        return False
 
     def close(self) -> None:
         pass

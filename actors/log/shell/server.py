@@ -58,6 +58,7 @@ from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
 from sediment.actors.log.storage.segrefs import SegRefs
 from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.runtime.errors import ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid, Ref
 from sediment.runtime.process import Process
@@ -128,6 +129,8 @@ class _Shell:
     results: dict[int, Any] = field(default_factory=dict)
     waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
     listeners: list[Pid] = field(default_factory=list)
+    appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index)
+    busy: bool = False  # the machine has background work left
     leader: tuple[str | None, int] = (None, 0)
     tick_due: float | None = None
 
@@ -155,7 +158,7 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
     shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
-                   machine=spec.machine(gdir))
+                   machine=spec.machine(gdir), busy=True)
     if info is not None:
         await install.land_if_missing(shell, info, memtable, tail)
         if shell.machine.applied < info.index:
@@ -207,7 +210,6 @@ def _contiguous(first: int, entries: list[Entry], snap_term: int = 0) -> list[En
 
 async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
     event: rp.Event | None = first
-    ctx = shell.ctx
     while True:
         if event is not None:
             state, effects = core.step(state, event)
@@ -220,7 +222,19 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
         if shell.pending:
             event = shell.pending.pop(0)
             continue
-        event = _event(shell, state, await ctx.receive())
+        event = _event(shell, state, await _next_message(shell))
+
+
+async def _next_message(shell: _Shell) -> Any:
+    """The next message; while it waits, the machine's background work runs one bounded
+    piece at a time, each after a short pause that lets messages in first."""
+    ctx = shell.ctx
+    while shell.busy:
+        try:
+            return await ctx.receive(timeout=BACKGROUND_PAUSE)
+        except ReceiveTimeout:
+            shell.busy = shell.machine.background()
+    return await ctx.receive()
 
 
 def _trim_event(shell: _Shell, state: RaftState) -> rp.Event | None:
@@ -253,6 +267,9 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         name = shell.peer_monitors.pop(msg.ref, None)
         if name is not None:
             shell.peers.pop(name, None)
+        for subscribers in (shell.listeners, shell.appliers):
+            if msg.pid in subscribers:
+                subscribers.remove(msg.pid)
         return None
     if isinstance(msg, Call):
         return _on_call(shell, state, msg)
@@ -290,8 +307,11 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     elif kind == "read":
         ctx.reply(call.from_, _read(state, request[1]))
     elif kind == "subscribe":
-        shell.listeners.append(request[1])
+        _subscribe(shell, shell.listeners, request[1])
         ctx.reply(call.from_, shell.leader)
+    elif kind == "watch_applied":
+        _subscribe(shell, shell.appliers, request[1])
+        ctx.reply(call.from_, ("ok", shell.machine.applied))
     elif kind == "get":
         return _get(shell, state, call, request[1])
     elif kind == "query":
@@ -302,6 +322,13 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     else:
         ctx.reply(call.from_, ("error", ("unknown_request", request)))
     return None
+
+
+def _subscribe(shell: _Shell, subscribers: list[Pid], pid: Pid) -> None:
+    """Once per pid, dropped when it ends (Down)."""
+    if pid not in subscribers:
+        subscribers.append(pid)
+        shell.ctx.monitor(pid)
 
 
 def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
@@ -381,6 +408,7 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
         _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
 
 
+BACKGROUND_PAUSE = 0.01  # seconds of quiet before each piece of a machine's background work
 PEER_LOOKUP_BACKOFF = 0.5  # seconds between name lookups of a member that is down
 
 
@@ -414,6 +442,10 @@ def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
             shell.ctx.reply(waiter, ("ok", entry.index, result))
         else:
             shell.results[entry.index] = result
+    if entries:
+        for pid in shell.appliers:
+            shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied))
+        shell.busy = True  # an entry may have left background work (a compaction)
     if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
         for index in sorted(shell.results)[:5_000]:
             del shell.results[index]
