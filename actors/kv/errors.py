@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 
+def _rebuild(cls: type[KvError], args: tuple[object, ...], state: dict[str, object]) -> KvError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
 class KvError(Exception):
-    """Base class of every error the store raises. Nothing is written when one is raised."""
+    """Base class of every error the store raises. Nothing is written when one is raised.
+
+    Errors travel between processes (a machine's result, a query's answer): pickling
+    rebuilds them without calling the subclasses' own constructors."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
 class ErrCompacted(KvError):
@@ -76,3 +89,26 @@ __all__ = [
     "InvalidRequest",
     "KvError",
 ]
+
+
+# ---- watch errors (the Watcher process) ----------------------------------------------
+
+
+class ErrWatcherDuplicateID(InvalidRequest):
+    def __init__(self, watch_id: int) -> None:
+        super().__init__("mvcc: duplicate watch ID provided on the WatchStream")
+        self.watch_id = watch_id
+
+
+class ErrWatcherNotExist(InvalidRequest):
+    def __init__(self, watch_id: int) -> None:
+        super().__init__("mvcc: watcher does not exist")
+        self.watch_id = watch_id
+
+
+class WatchProtocolError(KvError):
+    """The watcher's shell broke the driving contract (e.g. a Committed revision went
+    backwards or a fetch answer lies outside what was asked): a bug, never ignore."""
+
+
+__all__ += ["ErrWatcherDuplicateID", "ErrWatcherNotExist", "WatchProtocolError"]

@@ -6,7 +6,10 @@ Tables
   NULL, version 0, create_revision 0). Rows are never deleted: compaction is value-only.
 - `compactions(revision, finished)`: every scheduled compaction revision; `finished` is set
   once its value-only pass is complete (etcd persists scheduledCompact and finishedCompact).
-- `meta(name, value)`: the head revision.
+- `meta(name, value)`: the head revision; `applied` too when a caller (the raft-hosted
+  machine) passes the raft index it applies, so it commits with the rows it accompanies.
+- `txns(revision, succeeded)`: which branch each writing txn ran, so a value can be found
+  again in the request that wrote it (a snapshot without values is refilled from the log).
 
 Revisions: one per write request (a txn with several writes gets one revision); a request
 that changes nothing (a delete matching no key, a read-only txn) does not consume one. A
@@ -24,7 +27,7 @@ resumes it. On open, head = max(head, compact revision) (etcd's #17780 fix).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,10 @@ CREATE TABLE IF NOT EXISTS meta (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS txns (
+    revision INTEGER PRIMARY KEY,
+    succeeded INTEGER NOT NULL
+);
 """
 
 # A row is compactable at R: at or below R, not yet compacted, and a tombstone or
@@ -97,6 +104,8 @@ _COMPACTABLE = """
 """
 
 _COLS = "key, value, create_revision, mod_revision, version, deleted, revision"
+_ROW_COLS = "revision, key, value, create_revision, mod_revision, version, deleted, compacted_at"
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
 def _bounds(key: bytes, range_end: bytes | None) -> tuple[str, tuple[bytes, ...]]:
@@ -140,6 +149,7 @@ class Store:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
         compaction_batch: int = DEFAULT_COMPACTION_BATCH,
+        synchronous: str = "FULL",
     ) -> None:
         self.path = str(path)
         self.max_key_bytes = max_key_bytes
@@ -147,9 +157,11 @@ class Store:
         self.max_request_bytes = max_request_bytes
         self.max_txn_ops = max_txn_ops
         self.compaction_batch = compaction_batch
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}")
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.executescript(_SCHEMA)
         self._load()
 
@@ -383,9 +395,23 @@ class Store:
         prev = [_kv(row) for row in rows] if op.prev_kv else []
         return DeleteResult(rev, len(rows), prev)
 
-    def _write(self, ops: Sequence[TxnOp], revision: int | None) -> tuple[list[TxnResponse], int]:
+    def _set_meta(self, name: str, value: int) -> None:
+        self._db.execute(
+            "INSERT INTO meta (name, value) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    def _write(
+        self,
+        ops: Sequence[TxnOp],
+        revision: int | None,
+        applied: int | None = None,
+        succeeded: bool | None = None,
+    ) -> tuple[list[TxnResponse], int]:
         """Apply ops in one SQLite transaction at one revision. Returns the responses and
-        the header revision (the new revision if anything changed, else head)."""
+        the header revision (the new revision if anything changed, else head). If anything
+        changed, `applied` (when given) and a txn's branch `succeeded` commit with it."""
         rev = self._next_revision(revision)
         changed = 0
         out: list[TxnResponse] = []
@@ -403,11 +429,13 @@ class Store:
                     at = rev if op.revision == 0 else op.revision
                     out.append(self._range_at(op, at, 0))
             if changed:
-                self._db.execute(
-                    "INSERT INTO meta (name, value) VALUES ('head', ?) "
-                    "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-                    (rev,),
-                )
+                self._set_meta("head", rev)
+                if applied is not None:
+                    self._set_meta("applied", applied)
+                if succeeded is not None:
+                    self._db.execute(
+                        "INSERT INTO txns (revision, succeeded) VALUES (?, ?)", (rev, succeeded)
+                    )
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -418,11 +446,17 @@ class Store:
         return [replace(r, revision=header) for r in out], header
 
     def put(
-        self, key: bytes, value: bytes, prev_kv: bool = False, *, revision: int | None = None
+        self,
+        key: bytes,
+        value: bytes,
+        prev_kv: bool = False,
+        *,
+        revision: int | None = None,
+        applied: int | None = None,
     ) -> PutResult:
         op = Put(key, value, prev_kv)
         self._check_size(self._check_op(op))
-        res, _ = self._write([op], revision)
+        res, _ = self._write([op], revision, applied)
         assert isinstance(res[0], PutResult)
         return res[0]
 
@@ -433,10 +467,11 @@ class Store:
         prev_kv: bool = False,
         *,
         revision: int | None = None,
+        applied: int | None = None,
     ) -> DeleteResult:
         op = DeleteRange(key, range_end, prev_kv)
         self._check_size(self._check_op(op))
-        res, _ = self._write([op], revision)
+        res, _ = self._write([op], revision, applied)
         assert isinstance(res[0], DeleteResult)
         return res[0]
 
@@ -497,6 +532,7 @@ class Store:
         failure_ops: Sequence[TxnOp] = (),
         *,
         revision: int | None = None,
+        applied: int | None = None,
     ) -> TxnResult:
         """etcd Txn: if every compare holds, apply success_ops, else failure_ops, all at one
         revision. Ranges inside the txn read its earlier writes. Nested txns are not
@@ -515,20 +551,30 @@ class Store:
         for op in ops:  # etcd checkTxn: a bad read revision fails the whole txn
             if isinstance(op, Range) and op.revision:
                 self._check_read_rev(op.revision)
-        responses, header = self._write(ops, revision)
+        responses, header = self._write(ops, revision, applied, succeeded)
         return TxnResult(succeeded, responses, header)
 
     # ------------------------------------------------------------- compaction --
 
-    def schedule_compaction(self, revision: int) -> int:
+    def schedule_compaction(self, revision: int, *, applied: int | None = None) -> int:
         """Logical compaction (etcd updateCompactRev): validate, persist `scheduled`, move
-        the compact revision. Returns the revision."""
+        the compact revision. Returns the revision. `applied` (when given) commits with it."""
         self._check_revision(revision)
         if revision <= self._compact_rev:
             raise ErrCompacted(self._compact_rev)
         if revision > self._head:
             raise ErrFutureRev()
-        self._db.execute("INSERT INTO compactions (revision, finished) VALUES (?, 0)", (revision,))
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute(
+                "INSERT INTO compactions (revision, finished) VALUES (?, 0)", (revision,)
+            )
+            if applied is not None:
+                self._set_meta("applied", applied)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
         self._compact_rev = revision
         return revision
 
@@ -621,6 +667,62 @@ class Store:
             "SELECT revision, key, value, create_revision, mod_revision, version, deleted,"
             " compacted_at FROM records ORDER BY revision, key"
         ).fetchall()
+
+    def skeleton(self) -> list[tuple[Any, ...]]:
+        """Every record row without its value, by key then revision: (revision, key,
+        create_revision, mod_revision, version, deleted, compacted_at). A snapshot of the
+        raft-hosted machine holds this; values stay in the log."""
+        return self._db.execute(
+            "SELECT revision, key, create_revision, mod_revision, version, deleted,"
+            " compacted_at FROM records ORDER BY key, revision"
+        ).fetchall()
+
+    def txn_branches(self) -> dict[int, bool]:
+        """revision -> whether the txn that wrote it ran its success branch."""
+        return {r: bool(s) for r, s in self._db.execute("SELECT revision, succeeded FROM txns")}
+
+    def meta(self, name: str) -> int | None:
+        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def set_meta(self, name: str, value: int) -> None:
+        """Set one meta row in its own transaction (e.g. `applied` after writeless entries)."""
+        self._set_meta(name, value)
+
+    def checkpoint(self) -> None:
+        """Make every committed transaction durable whatever `synchronous` is: a FULL WAL
+        checkpoint fsyncs the WAL, copies it into the database and fsyncs that."""
+        busy, frames, done = self._db.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+        if busy or (frames >= 0 and done < frames):
+            raise sqlite3.OperationalError(f"checkpoint incomplete: {done} of {frames} frames")
+
+    def replace_all(
+        self,
+        rows: Iterable[Sequence[Any]],
+        compactions: Iterable[tuple[int, bool]],
+        meta: Mapping[str, int],
+        txns: Iterable[tuple[int, bool]] = (),
+    ) -> None:
+        """Replace every table in one transaction (a snapshot restore): nothing changes if
+        `rows` (full rows as `rows()` returns them; may be a generator) raises."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("records", "compactions", "meta", "txns"):
+                self._db.execute(f"DELETE FROM {table}")
+            self._db.executemany(
+                f"INSERT INTO records ({_ROW_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            self._db.executemany(
+                "INSERT INTO compactions (revision, finished) VALUES (?, ?)", compactions
+            )
+            for name, value in sorted(meta.items()):
+                self._set_meta(name, value)
+            self._db.executemany("INSERT INTO txns (revision, succeeded) VALUES (?, ?)", txns)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._load()
 
     def compactions(self) -> list[tuple[int, bool]]:
         return [

@@ -115,3 +115,31 @@ class Event:
     kind: Literal["put", "delete"]
     kv: KeyValue
     prev_kv: KeyValue | None = None
+
+
+# ---- requests as raft commands (the raft-hosted machine, actors/kv/machine.py) ---------
+
+
+@dataclass(frozen=True)
+class Txn:
+    """etcd Txn as one request: if every compare holds, `success` runs, else `failure`,
+    all at one revision."""
+
+    compare: tuple[Compare, ...] = ()
+    success: tuple[TxnOp, ...] = ()
+    failure: tuple[TxnOp, ...] = ()
+
+
+@dataclass(frozen=True)
+class Compact:
+    """etcd Compact: compact the history at and below `revision` (value-only)."""
+
+    revision: int
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    revision: int  # header revision: the head when the compaction was scheduled
+
+
+__all__ += ["Compact", "CompactResult", "Txn"]

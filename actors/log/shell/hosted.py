@@ -9,9 +9,9 @@ to every machine through this one interface:
   back at open); the server feeds entries above it only.
 - `apply(entry)`: apply one committed entry, return the proposer's result.
 - `snapshot()`: (bytes, live indexes) of the state at `applied`, durable before return.
-- `restore(data, index, live)`: replace the state by a snapshot at `index` whose live
-  entries are given (an installed snapshot, or a start that finds the machine behind its
-  latest snapshot).
+- `restore(data, index, read_entry)`: replace the state by a snapshot at `index`;
+  `read_entry(i)` gives the live entry at index i (from an installed snapshot, or the
+  local log when a start finds the machine behind its latest snapshot).
 - `query(request)`: a local read of the state ("serializable" in etcd's terms).
 - `status()`: a small summary for the server's status call.
 - `background()`: one bounded piece of deferred work (the KV's value-only compaction
@@ -23,7 +23,7 @@ the group's spec, so each member opens its own machine where it runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sediment.actors.log import kv_machine
@@ -37,7 +37,8 @@ class HostedMachine(Protocol):
 
     def snapshot(self) -> tuple[bytes, list[int]]: ...
 
-    def restore(self, data: bytes, index: int, live: Sequence[Entry]) -> None: ...
+    def restore(self, data: bytes, index: int,
+                read_entry: Callable[[int], Entry | None]) -> None: ...
 
     def query(self, request: Any) -> Any: ...
 
@@ -67,7 +68,8 @@ class RaKvHost:
     def snapshot(self) -> tuple[bytes, list[int]]:
         return kv_machine.snapshot(self.state), kv_machine.live_indexes(self.state)
 
-    def restore(self, data: bytes, index: int, live: Sequence[Entry]) -> None:
+    def restore(self, data: bytes, index: int,
+                read_entry: Callable[[int], Entry | None]) -> None:
         self.state = kv_machine.restore(data)
         self.applied = index
 

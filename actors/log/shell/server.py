@@ -301,6 +301,9 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     ctx = shell.ctx
     kind = request[0] if isinstance(request, tuple) and request else request
     if kind == "propose":
+        if len(request) != 2 or request[1] is None:  # None is the leader's no-op
+            ctx.reply(call.from_, ("error", "bad_proposal", None))
+            return None
         return rp.Propose(request[1], call.from_, ctx.now())
     if kind == "status":
         ctx.reply(call.from_, _status(shell, state))
@@ -457,6 +460,8 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
     if last is None or shell.snapshotting:
         return
     if last.index - state.snap_index < shell.spec.snapshot_every:
+        return
+    if shell.machine.applied != last.index:  # a machine on disk ahead of the log: later
         return
     shell.snapshotting = True
     data, live = shell.machine.snapshot()

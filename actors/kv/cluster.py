@@ -1,0 +1,321 @@
+"""The KV cluster as users drive it from Python: start it, talk to it, break it.
+
+`Cluster.start(nodes=3, data_dir=..., backend="ray"|"sim")` starts, per node, the log
+tree of the raft issue (log worker, segment writer, WAL, the "kv" raft member hosting
+the SQLite machine) and after it the KV node process, all under the node's
+`rest_for_one` supervisor. `cluster.client()` talks to whichever member leads (writes
+and linearizable reads go through the log, following leader hints); `client.watch(...)`
+opens a watcher session on a node. Node handles kill and restart nodes and processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment.actors.kv import watch_protocol as wp
+from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.node import KvNodeConfig, kv_node
+from sediment.actors.kv.types import (
+    Compact,
+    Compare,
+    DeleteRange,
+    DeleteResult,
+    KeyValue,
+    Put,
+    PutResult,
+    Range,
+    RangeResult,
+    Txn,
+    TxnOp,
+    TxnResult,
+)
+from sediment.actors.log.shell.cluster import node_children, propose
+from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.server import GroupSpec
+from sediment.runtime import api
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
+
+
+def _netsy_factory() -> Any:
+    from sediment.actors.kv.machine import netsy
+
+    return netsy
+
+
+@dataclass
+class Cluster:
+    """A running KV cluster: the runtime, the group's spec, the top supervisor."""
+
+    rt: Any
+    spec: GroupSpec
+    config: KvNodeConfig
+    top: Pid
+    owns_runtime: bool = True
+
+    @classmethod
+    def start(cls, nodes: int | Sequence[str] = 3, data_dir: str | None = None,
+              backend: str = "ray", compaction_interval: float = 60.0,
+              watcher_max_pending: int = 1024, runtime: Any = None,
+              **group_options: Any) -> Cluster:
+        """Start the runtime (unless `runtime` is given) and every node's processes."""
+        names = tuple(nodes) if not isinstance(nodes, int) else tuple(
+            f"n{i}" for i in range(1, nodes + 1))
+        data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-kv-")
+        os.makedirs(data_dir, exist_ok=True)
+        rt = runtime or api.start(backend, nodes=names)
+        spec = GroupSpec(KV_GROUP, names, data_dir, machine=_netsy_factory(), **group_options)
+        config = KvNodeConfig(names, compaction_interval=compaction_interval,
+                              watcher_max_pending=watcher_max_pending)
+        specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}"),
+                                         (SupFlags(strategy="rest_for_one", intensity=20,
+                                                   period=10), _children(n, spec, config))),
+                           type="supervisor") for n in names]
+        top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv", node=names[0])
+        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None)
+        cluster.wait_ready()
+        return cluster
+
+    # -- handles ----------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return self.spec.nodes
+
+    def node(self, name: str) -> NodeHandle:
+        if name not in self.nodes:
+            raise KeyError(f"no node {name!r}; nodes are {self.nodes}")
+        return NodeHandle(self, name)
+
+    def client(self) -> Client:
+        return Client(self)
+
+    def leader(self) -> str | None:
+        """The member every live member agrees leads, if any."""
+        views = [self._raft_status(n) for n in self.nodes]
+        leaders = {v["leader"] for v in views if v is not None and v["role"] == "leader"}
+        return next(iter(leaders)) if len(leaders) == 1 else None
+
+    def wait_ready(self, timeout: float = 120.0) -> str:
+        """Block until a leader has committed an entry of its term and every KV node is up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            leader = self.leader()
+            if leader is not None and all(self.node(n).status() is not None for n in self.nodes):
+                barrier = Range(b"\0", count_only=True)  # commits an entry of this term
+                propose(self.rt, self.spec, barrier, timeout=timeout)
+                return leader
+            if time.monotonic() > deadline and self.rt.backend == "ray":
+                raise TimeoutError("the KV cluster did not become ready")
+            self.rt.sleep(0.1)
+
+    def _raft_status(self, node: str) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(raft_name(KV_GROUP, node), ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def stop(self) -> None:
+        if self.owns_runtime:
+            self.rt.shutdown()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _children(node: str, spec: GroupSpec, config: KvNodeConfig) -> list[ChildSpec]:
+    return [*node_children(node, [spec]),
+            ChildSpec("kv-node", (Spawn(kv_node, node=node, name=kv_node_name(node),
+                                        label=kv_node_name(node)), (config,)))]
+
+
+@dataclass
+class NodeHandle:
+    """One node: its processes, and ways to break it."""
+
+    cluster: Cluster
+    name: str
+
+    def _supervisor(self) -> Pid | None:
+        children = self.cluster.rt.call(self.cluster.top, requests.which_children())
+        return requests.child_pid(children, f"node:{self.name}")
+
+    def processes(self) -> dict[str, Pid | None]:
+        sup = self._supervisor()
+        if sup is None:
+            return {}
+        return {c[0]: c[1] for c in self.cluster.rt.call(sup, requests.which_children())}
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            return self.cluster.rt.call(kv_node_name(self.name), ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def raft_status(self) -> dict[str, Any] | None:
+        return self.cluster._raft_status(self.name)
+
+    def kill(self) -> None:
+        """Kill every process of the node at once (as if the machine died); its
+        supervisor above restarts the node's tree from disk."""
+        self.cluster.rt.kill_node(self.name)
+
+    def kill_process(self, child: str) -> None:
+        """Kill one process of the node ("raft:kv", "wal", "kv-node", ...)."""
+        pid = self.processes().get(child)
+        if pid is None:
+            raise KeyError(f"{child!r} is not running on {self.name}")
+        self.cluster.rt.kill(pid)
+
+    def stop(self) -> None:
+        """Stop the node's tree cleanly (it stays down until `restart`)."""
+        self.cluster.rt.call(self.cluster.top, requests.terminate_child(f"node:{self.name}"))
+
+    def restart(self) -> None:
+        self.cluster.rt.call(self.cluster.top, requests.restart_child(f"node:{self.name}"))
+
+
+@dataclass
+class Client:
+    """etcd's KV API over the cluster; every call raises the typed KvError it got."""
+
+    cluster: Cluster
+    timeout: float = 30.0
+
+    def _propose(self, command: Any) -> Any:
+        _, result = propose(self.cluster.rt, self.cluster.spec, command, timeout=self.timeout)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def put(self, key: bytes, value: bytes, prev_kv: bool = False) -> PutResult:
+        return self._propose(Put(key, value, prev_kv))  # type: ignore[no-any-return]
+
+    def delete(self, key: bytes, range_end: bytes | None = None,
+               prev_kv: bool = False) -> DeleteResult:
+        return self._propose(DeleteRange(key, range_end, prev_kv))  # type: ignore[no-any-return]
+
+    def range(self, key: bytes, range_end: bytes | None = None, revision: int = 0,
+              limit: int = 0, count_only: bool = False, keys_only: bool = False,
+              serializable: bool = False, node: str | None = None) -> RangeResult:
+        """Linearizable by default (the read goes through the log); `serializable` reads
+        one node's applied state (`node`, default the first)."""
+        request = Range(key, range_end, revision, limit, count_only, keys_only)
+        if not serializable:
+            return self._propose(request)  # type: ignore[no-any-return]
+        target = node or self.cluster.nodes[0]
+        reply = self.cluster.rt.call(raft_name(KV_GROUP, target), ("query", request),
+                                     timeout=self.timeout)
+        result = reply[1] if isinstance(reply, tuple) and reply[0] == "ok" else reply
+        if isinstance(result, Exception):
+            raise result
+        return result  # type: ignore[no-any-return]
+
+    def get(self, key: bytes, revision: int = 0, serializable: bool = False) -> KeyValue | None:
+        result = self.range(key, revision=revision, serializable=serializable)
+        return result.kvs[0] if result.kvs else None
+
+    def txn(self, compare: Sequence[Compare], success: Sequence[TxnOp] = (),
+            failure: Sequence[TxnOp] = ()) -> TxnResult:
+        return self._propose(Txn(tuple(compare), tuple(success), tuple(failure)))  # type: ignore[no-any-return]
+
+    def compact(self, revision: int) -> Any:
+        return self._propose(Compact(revision))
+
+    def watch(self, key: bytes, range_end: bytes | None = None, start_revision: int = 0,
+              prev_kv: bool = False, no_put: bool = False, no_delete: bool = False,
+              progress_notify: bool = False, node: str | None = None,
+              session: WatchSession | None = None) -> Watch:
+        """A watch in a new session on `node` (default the first), or in `session`."""
+        session = session or self.session(node)
+        return session.watch(key, range_end, start_revision, prev_kv, no_put, no_delete,
+                             progress_notify)
+
+    def session(self, node: str | None = None) -> WatchSession:
+        target = node or self.cluster.nodes[0]
+        pid = self.cluster.rt.call(kv_node_name(target), ("open_watcher",), timeout=30)
+        return WatchSession(self.cluster.rt, pid, target)
+
+
+@dataclass
+class WatchSession:
+    """One watcher process: many watches, one ordered stream of responses."""
+
+    rt: Any
+    pid: Pid
+    node: str
+    buffered: list[Any] = field(default_factory=list)
+    closed: Any = None
+
+    def watch(self, key: bytes, range_end: bytes | None = None, start_revision: int = 0,
+              prev_kv: bool = False, no_put: bool = False, no_delete: bool = False,
+              progress_notify: bool = False) -> Watch:
+        request = wp.CreateWatch(key, range_end, start_revision, None, prev_kv, no_put,
+                                 no_delete, progress_notify)
+        answer = self.rt.call(self.pid, ("create", request), timeout=30)
+        if isinstance(answer, wp.Rejected):
+            raise answer.error
+        if isinstance(answer, wp.Canceled):
+            raise WatchCanceled(answer)
+        if not isinstance(answer, wp.Created):
+            raise KvError(f"watch not created: {answer!r}")
+        return Watch(self, answer.watch_id, answer.start_revision)
+
+    def poll(self, max_wait: float = 1.0) -> list[Any]:
+        """Every response the session has for its watches now (waiting up to max_wait)."""
+        reply = self.rt.call(self.pid, ("next", max_wait), timeout=max_wait + 30)
+        if reply[0] == "closed":
+            self.closed = reply[1]
+            return list(reply[2])
+        return list(reply[1])
+
+    def request_progress(self) -> None:
+        self.rt.call(self.pid, ("progress",), timeout=30)
+
+    def close(self) -> None:
+        with contextlib.suppress(CallError):
+            self.rt.call(self.pid, ("close",), timeout=30)
+
+
+class WatchCanceled(KvError):
+    """The watch could not start (its start revision is compacted) or was canceled."""
+
+    def __init__(self, canceled: wp.Canceled) -> None:
+        super().__init__(f"watch {canceled.watch_id} canceled: {canceled.reason} "
+                         f"(compact revision {canceled.compact_revision})")
+        self.canceled = canceled
+
+
+@dataclass
+class Watch:
+    session: WatchSession
+    id: int
+    start_revision: int
+    responses: list[Any] = field(default_factory=list)
+
+    def poll(self, max_wait: float = 1.0) -> list[Any]:
+        """This watch's new responses (others' stay buffered in the session)."""
+        s = self.session
+        s.buffered.extend(s.poll(max_wait))
+        mine = [r for r in s.buffered if getattr(r, "watch_id", None) in (self.id, wp.BROADCAST_ID)]
+        s.buffered = [r for r in s.buffered if r not in mine or
+                      getattr(r, "watch_id", None) == wp.BROADCAST_ID]
+        self.responses.extend(mine)
+        return mine
+
+    def cancel(self) -> Any:
+        return self.session.rt.call(self.session.pid, ("cancel", self.id), timeout=30)
+
+
+__all__ = ["Client", "Cluster", "NodeHandle", "Watch", "WatchCanceled", "WatchSession"]

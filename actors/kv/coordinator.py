@@ -1,0 +1,134 @@
+"""The compaction coordinator process: the shell around `coordinator_core` on the leader.
+
+The node process starts it (linked) when its raft member becomes leader and stops it
+when leadership goes. It talks to every node's KV node process by message: requests
+carry the coordinator's pid, replies come back as messages, and each phase is bounded by
+the core's timers (`send_after`). The Compact proposal is a call to the local raft
+member, bounded by the core's propose timeout: nothing else can happen in that phase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sediment import log
+from sediment.actors.kv import coordinator_core as cc
+from sediment.actors.kv.admission import CycleId
+from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.types import Compact
+from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.errors import CallError, CallTimeout
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.kv.coordinator")
+
+
+@dataclass(frozen=True)
+class MinRequest:
+    cycle: CycleId
+    reply_to: Any
+
+
+@dataclass(frozen=True)
+class Notice:
+    cycle: CycleId
+    revision: int
+    attempt: int
+    reply_to: Any
+
+
+@dataclass(frozen=True)
+class Rollback:
+    cycle: CycleId
+    revision: int
+
+
+@dataclass(frozen=True)
+class _Timer:
+    cycle: CycleId | None
+    phase: str
+
+
+async def coordinator(ctx: Process, nodes: tuple[str, ...], term: int, compaction_revision: int,
+                      config: cc.CoordinatorConfig) -> None:
+    """Process entry: run cycles until killed (leadership lost)."""
+    state = cc.init(config, compaction_revision)
+    pending: list[cc.Event] = [cc.Start(ctx.now(), term, nodes, compaction_revision)]
+    _logger.info("compaction coordinator up", term=term, nodes=nodes,
+                 compaction_revision=compaction_revision)
+    while True:
+        while pending:
+            state, effects = cc.step(state, pending.pop(0))
+            for effect in effects:
+                follow = await _execute(ctx, effect, config)
+                if follow is not None:
+                    pending.append(follow)
+        event = _event(ctx, await ctx.receive())
+        if event is not None:
+            pending.append(event)
+
+
+def _event(ctx: Process, msg: Any) -> cc.Event | None:
+    now = ctx.now()
+    if isinstance(msg, _Timer):
+        if msg.cycle is None:
+            return cc.Tick(now)
+        return cc.Timeout(msg.cycle, msg.phase, now)  # type: ignore[arg-type]
+    if isinstance(msg, tuple) and msg and msg[0] == "min_reply":
+        _, node, cycle, revision = msg
+        return cc.MinReply(node, cycle, revision, now)
+    if isinstance(msg, tuple) and msg and msg[0] == "notice_reply":
+        _, node, cycle, revision, attempt, confirmed = msg
+        return cc.NoticeReply(node, cycle, revision, attempt, confirmed, now)
+    _logger.warning("coordinator got an unexpected message", message=repr(msg)[:200])
+    return None
+
+
+async def _execute(ctx: Process, effect: cc.Effect,
+                   config: cc.CoordinatorConfig) -> cc.Event | None:
+    """Run one effect; a proposal's outcome is returned as the event it produces."""
+    if isinstance(effect, cc.SendMinRequest):
+        await _to_node(ctx, effect.node, MinRequest(effect.cycle, ctx.self()))
+    elif isinstance(effect, cc.SendNotice):
+        await _to_node(ctx, effect.node,
+                       Notice(effect.cycle, effect.revision, effect.attempt, ctx.self()))
+    elif isinstance(effect, cc.SendRollback):
+        await _to_node(ctx, effect.node, Rollback(effect.cycle, effect.revision))
+    elif isinstance(effect, cc.SetTimer):
+        ctx.send_after(max(0.0, effect.deadline - ctx.now()), ctx.self(),
+                       _Timer(effect.cycle, effect.phase))
+    elif isinstance(effect, cc.ProposeCompact):
+        return await _propose(ctx, effect, config.propose_timeout)
+    elif isinstance(effect, cc.CycleEnded):
+        _logger.info("compaction cycle ended", cycle=(effect.cycle.term, effect.cycle.seq),
+                     outcome=effect.outcome, revision=effect.revision, failed=effect.nodes,
+                     seconds=round(effect.duration, 3))
+    return None
+
+
+async def _to_node(ctx: Process, node: str, msg: Any) -> None:
+    """A node that is down loses the message; the phase's timer covers it."""
+    pid = await ctx.whereis(kv_node_name(node))
+    if pid is not None:
+        ctx.send(pid, msg)
+
+
+async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> cc.Event:
+    raft = await ctx.whereis(raft_name(KV_GROUP, ctx.self().node))
+    try:
+        if raft is None:
+            raise CallError("the local raft member is down")
+        reply = await ctx.call(raft, ("propose", Compact(effect.revision)), timeout=timeout)
+    except CallTimeout:
+        return cc.Timeout(effect.cycle, "propose", ctx.now())
+    except CallError as exc:
+        _logger.warning("compact proposal failed", error=str(exc))
+        return cc.ProposeResult(effect.cycle, effect.revision, False, ctx.now())
+    ok = reply[0] == "ok" and not isinstance(reply[2], Exception)
+    if not ok:
+        _logger.warning("compact proposal refused", reply=repr(reply)[:200])
+    return cc.ProposeResult(effect.cycle, effect.revision, ok, ctx.now())
+
+
+__all__ = ["MinRequest", "Notice", "Rollback", "coordinator"]

@@ -1,0 +1,330 @@
+"""The Netsy KV as a raft-hosted machine (`HostedMachine`): a `Store` in
+`<group_dir>/kv.sqlite` whose revision is the raft index of the entry that wrote it.
+
+Commands (`entry.command`): `Put`, `DeleteRange`, `Txn`, `Compact`, and `Range` (a
+linearizable read answered at the entry's point in history); None is the leader's no-op.
+`apply` returns the result or the typed error (`actors/kv/errors.py`), never raises one:
+the same state and entry give the same outcome on every member. Only a failure of the disk
+(sqlite3.Error, OSError) raises, since turning it into a result would let members diverge.
+
+`applied` commits in the same SQLite transaction as the write it accompanies, so after a
+crash it is consistent with the rows. An entry that writes nothing moves `applied` in memory
+only: replayed after a restart it changes nothing and answers the same.
+
+Durability: the raft log is durable before an entry commits, so applies run with
+synchronous=NORMAL (no fsync per transaction). A crash may lose the last transactions, but
+`applied` rolls back with them (WAL recovery keeps a prefix of the commits) and the server
+re-applies them from the log. The log below a snapshot may be deleted once the snapshot is
+taken, so `snapshot()` persists `applied` and runs a FULL WAL checkpoint before returning.
+
+Snapshots hold no values (Ra's `ra_kv`): every record row without its value, the compaction
+revisions, head, applied, and the branch of each txn that wrote a live value. `restore`
+refills each live value from the log entry whose index is its revision. `live_indexes` is
+`Store.live_indexes()`: each key's latest put at or below the compact revision plus every
+revision above it, so a compaction lets the log free segments.
+
+The value-only compaction pass runs in `background()`, one bounded batch per call, never
+inside `apply`. Members finish it at different times, so a snapshot describes compaction
+logically (every scheduled compaction as finished, `compacted_at` as if each ran to the end
+before the next): identical bytes for the same applied entries on every member.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sediment.actors.kv.errors import ErrRevisionNotAfterHead, InvalidRequest, KvError
+from sediment.actors.kv.store import ALL_KEYS, Store
+from sediment.actors.kv.types import (
+    Compact,
+    CompactResult,
+    DeleteRange,
+    Put,
+    Range,
+    Txn,
+)
+from sediment.actors.log.raft.types import Entry
+
+DB_FILE = "kv.sqlite"
+SNAPSHOT_MAGIC = b"netsy-snapshot/1\n"
+FIRST_KEY = b"\0"  # the smallest non-empty key: [FIRST_KEY, ALL_KEYS) is every key
+
+ReadEntry = Callable[[int], Entry | None]
+
+
+class ErrUnknownCommand(InvalidRequest):
+    """A command or query this machine does not know; nothing changes."""
+
+
+class ErrMalformedCommand(InvalidRequest):
+    """A command whose fields the Store's checks did not expect (e.g. an unhashable key):
+    answered as an error, so a poison entry cannot crash every member in turn."""
+
+
+class RestoreError(RuntimeError):
+    """A snapshot cannot be restored: it is malformed, or a live entry is missing or does
+    not hold the value its row needs."""
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    applied: int
+    head: int
+    compactions: list[int]
+    rows: list[tuple[Any, ...]]  # (revision, key, create, mod, version, deleted, compacted_at)
+    txns: dict[int, bool]
+
+
+class NetsyMachine:
+    """One member's KV. `options` go to `Store` (limits, compaction_batch, synchronous)."""
+
+    def __init__(self, group_dir: str, **options: Any) -> None:
+        os.makedirs(group_dir, exist_ok=True)
+        self.path = os.path.join(group_dir, DB_FILE)
+        options.setdefault("synchronous", "NORMAL")
+        self.store = Store(self.path, **options)
+        self.applied = max(self.store.meta("applied") or 0, self.store.head)
+        self._closed = False
+
+    # ------------------------------------------------------------------ apply --
+
+    def apply(self, entry: Entry) -> Any:
+        """Execute one committed entry at revision entry.index; returns result or error."""
+        if entry.index <= self.applied:
+            return ErrRevisionNotAfterHead(f"entry {entry.index} is not above {self.applied}")
+        try:
+            result = self._execute(entry.command, entry.index)
+        except KvError as err:
+            result = err
+        except (sqlite3.Error, OSError, MemoryError):
+            raise  # the disk, not the request: a result would differ between members
+        except Exception as err:  # a malformed request: the same on every member
+            name = type(entry.command).__name__
+            result = ErrMalformedCommand(f"malformed {name}: {type(err).__name__}")
+        self.applied = entry.index
+        return result
+
+    def _execute(self, cmd: Any, index: int) -> Any:
+        s = self.store
+        if cmd is None:
+            return None
+        if isinstance(cmd, Put):
+            return s.put(cmd.key, cmd.value, cmd.prev_kv, revision=index, applied=index)
+        if isinstance(cmd, DeleteRange):
+            return s.delete_range(
+                cmd.key, cmd.range_end, cmd.prev_kv, revision=index, applied=index
+            )
+        if isinstance(cmd, Txn):
+            _check_txn(cmd)
+            return s.txn(cmd.compare, cmd.success, cmd.failure, revision=index, applied=index)
+        if isinstance(cmd, Compact):
+            s.schedule_compaction(cmd.revision, applied=index)
+            return CompactResult(s.head)
+        if isinstance(cmd, Range):
+            return _range(s, cmd)
+        # the type name only: a repr may hold addresses that differ between members
+        raise ErrUnknownCommand(f"unknown command {type(cmd).__name__}")
+
+    def background(self) -> bool:
+        """One bounded batch of the pending value-only compaction; True while more remains."""
+        if self.store.pending_compaction is None:
+            return False
+        self.store.compact_batch()
+        return self.store.pending_compaction is not None
+
+    # --------------------------------------------------------------- snapshot --
+
+    def snapshot(self) -> tuple[bytes, list[int]]:
+        """(bytes, live indexes) of the state at `applied`, durable before return."""
+        if self.store.meta("applied") != self.applied:
+            self.store.set_meta("applied", self.applied)
+        self.store.checkpoint()
+        return self._encode(), self.store.live_indexes()
+
+    def _encode(self) -> bytes:
+        s = self.store
+        compactions = [rev for rev, _ in s.compactions()]
+        rows = _logical_rows(s.skeleton(), compactions)
+        keys = sorted({bytes(r[1]) for r in rows})
+        number = {k: i for i, k in enumerate(keys)}
+        valued = {r[0] for r in rows if not r[5] and r[6] is None}
+        doc = {
+            "applied": self.applied,
+            "head": s.head,
+            "compactions": compactions,
+            "keys": [k.hex() for k in keys],
+            "rows": [[r[0], number[bytes(r[1])], *r[2:]] for r in rows],
+            "txns": sorted([r, int(b)] for r, b in s.txn_branches().items() if r in valued),
+        }
+        return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+    def restore(self, data: bytes, index: int, live: ReadEntry | Sequence[Entry]) -> None:
+        """Replace the whole state by the snapshot at `index`, refilling every value that is
+        not compacted from the entry `live(revision)` (a sequence of entries also works).
+        One SQLite transaction: if an entry is missing, nothing changes. `applied` becomes
+        the snapshot's own (== index unless it was labelled below the state it holds)."""
+        snap = _decode(data)
+        if snap.applied < index:
+            raise RestoreError(f"snapshot at {snap.applied} cannot stand for index {index}")
+        read = live if callable(live) else {e.index: e for e in live}.get
+        rows = _refill(snap, read)
+        meta = {"head": snap.head, "applied": snap.applied}
+        finished = [(rev, True) for rev in snap.compactions]
+        self.store.replace_all(rows, finished, meta, sorted(snap.txns.items()))
+        self.store.checkpoint()
+        self.applied = snap.applied
+
+    # ------------------------------------------------------------------ reads --
+
+    def query(self, request: Any) -> Any:
+        """A local (serializable) read: Range, ("events", from_rev, to_rev, key, range_end
+        [, prev_kv]), ("compaction",) or ("head",). Errors are returned, not raised."""
+        try:
+            return self._query(request)
+        except KvError as err:
+            return err
+
+    def _query(self, request: Any) -> Any:
+        s = self.store
+        if isinstance(request, Range):
+            return _range(s, request)
+        if isinstance(request, tuple) and request:
+            tag, args = request[0], request[1:]
+            if tag == "events" and len(args) in (4, 5):
+                start, end, key, range_end = args[:4]
+                prev = bool(args[4]) if len(args) == 5 else False
+                return s.events(start, key, range_end, end_revision=end, prev_kv=prev)
+            if tag == "compaction" and not args:
+                return (s.compact_revision, s.finished_compact_revision)
+            if tag == "head" and not args:
+                return s.head
+        raise ErrUnknownCommand(f"unknown query {type(request).__name__}")
+
+    def status(self) -> dict[str, Any]:
+        s = self.store
+        return {
+            "head": s.head,
+            "compact_revision": s.compact_revision,
+            "finished_compact_revision": s.finished_compact_revision,
+            "applied": self.applied,
+            "keys": s.range(FIRST_KEY, ALL_KEYS, count_only=True).count,
+        }
+
+    def close(self) -> None:
+        """Persist `applied` (it may be ahead after writeless entries) and close. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.store.meta("applied") != self.applied:
+            self.store.set_meta("applied", self.applied)
+        self.store.close()
+
+
+def netsy(group_dir: str, **options: Any) -> NetsyMachine:
+    """The machine factory; picklable, and so is functools.partial(netsy, **options)."""
+    return NetsyMachine(group_dir, **options)
+
+
+# ---------------------------------------------------------------- helpers --
+
+
+def _range(s: Store, r: Range) -> Any:
+    return s.range(r.key, r.range_end, r.revision, r.limit, r.count_only, r.keys_only)
+
+
+def _check_txn(t: Txn) -> None:
+    """The Store checks each part's items; here each part must be a sequence."""
+    for part in (t.compare, t.success, t.failure):
+        if not isinstance(part, tuple | list):
+            raise InvalidRequest("txn compare/success/failure must be tuples")
+
+
+def _logical_rows(skeleton: list[tuple[Any, ...]], compactions: list[int]) -> list[tuple[Any, ...]]:
+    """Rows by (revision, key) with `compacted_at` as if every compaction had finished
+    before the next: the first compaction at or above the revision where the row became
+    compactable (a tombstone: its own; a put: the next row of its key)."""
+    out = []
+    for i, (rev, key, create, mod, version, deleted, _) in enumerate(skeleton):
+        nxt = skeleton[i + 1] if i + 1 < len(skeleton) else None
+        same_key = nxt is not None and nxt[1] == key
+        threshold = rev if deleted else (nxt[0] if same_key and nxt is not None else None)
+        out.append(
+            (
+                rev,
+                bytes(key),
+                create,
+                mod,
+                version,
+                deleted,
+                _first_at_or_above(compactions, threshold),
+            )
+        )
+    out.sort(key=lambda r: (r[0], r[1]))
+    return out
+
+
+def _first_at_or_above(sorted_revs: list[int], threshold: int | None) -> int | None:
+    if threshold is None:
+        return None
+    i = bisect.bisect_left(sorted_revs, threshold)
+    return sorted_revs[i] if i < len(sorted_revs) else None
+
+
+def _decode(data: bytes) -> _Snapshot:
+    if not data.startswith(SNAPSHOT_MAGIC):
+        raise RestoreError("not a netsy snapshot")
+    try:
+        doc = json.loads(data[len(SNAPSHOT_MAGIC) :])
+        keys = [bytes.fromhex(k) for k in doc["keys"]]
+        rows = [(r[0], keys[r[1]], *r[2:]) for r in doc["rows"]]
+        txns = {int(r): bool(b) for r, b in doc["txns"]}
+        return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, txns)
+    except (ValueError, KeyError, IndexError, TypeError) as err:
+        raise RestoreError(f"malformed netsy snapshot: {err}") from err
+
+
+def _refill(snap: _Snapshot, read: ReadEntry) -> Iterator[tuple[Any, ...]]:
+    """Full rows (value included) in revision order; reads each live entry once."""
+    values: dict[bytes, bytes] = {}
+    current = 0
+    for rev, key, create, mod, version, deleted, compacted_at in snap.rows:
+        value = None
+        if not deleted and compacted_at is None:
+            if rev != current:
+                values, current = _values_at(rev, read(rev), snap.txns), rev
+            if key not in values:
+                raise RestoreError(f"entry {rev} does not put key {key!r}")
+            value = values[key]
+        yield (rev, key, value, create, mod, version, deleted, compacted_at)
+
+
+def _values_at(rev: int, entry: Entry | None, txns: dict[int, bool]) -> dict[bytes, bytes]:
+    """key -> value of every put the entry at `rev` made."""
+    if entry is None:
+        raise RestoreError(f"live entry {rev} is missing from the log")
+    if entry.index != rev:
+        raise RestoreError(f"asked for entry {rev}, got {entry.index}")
+    cmd = entry.command
+    if isinstance(cmd, Put):
+        ops: Sequence[Any] = (cmd,)
+    elif isinstance(cmd, Txn) and rev in txns:
+        ops = cmd.success if txns[rev] else cmd.failure
+    else:
+        raise RestoreError(f"entry {rev} ({type(cmd).__name__}) holds no value for its row")
+    return {bytes(op.key): bytes(op.value) for op in ops if isinstance(op, Put)}
+
+
+__all__ = [
+    "DB_FILE",
+    "ErrMalformedCommand",
+    "ErrUnknownCommand",
+    "NetsyMachine",
+    "RestoreError",
+    "netsy",
+]

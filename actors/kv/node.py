@@ -1,0 +1,207 @@
+"""The KV node process (one per node): Netsy's Node peer API and the hub of its watchers.
+
+It owns the node's admission state (`admission.py`): every watch is admitted here, in
+one step with the floor check, so a compaction notice and a new watch can never race.
+It follows the local raft member: applied notifications become `Committed` fan-out to
+this node's watcher processes (the changes read once per applied batch), an applied
+Compact becomes the persisted compaction revision and a `FloorRaised` for the watchers.
+When the local member gains leadership it starts the compaction coordinator (linked);
+when it loses it, the coordinator is stopped.
+
+Peer API (messages from the coordinator): MinRequest -> ("min_reply", node, cycle, min),
+Notice -> ("notice_reply", ...), Rollback. Calls: ("admit", key, start), ("status",),
+("open_watcher",) -> the pid of a new watcher process on this node for one session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment import log
+from sediment.actors.kv import admission as adm
+from sediment.actors.kv import coordinator_core as cc
+from sediment.actors.kv import reads
+from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordinator
+from sediment.actors.kv.errors import ErrCompacted
+from sediment.actors.kv.names import KV_GROUP, coordinator_name
+from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.messages import Call, Down
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.kv.node")
+
+
+@dataclass(frozen=True)
+class KvNodeConfig:
+    """What a node needs to know about the cluster and its compaction cadence."""
+
+    nodes: tuple[str, ...]
+    compaction_interval: float = 60.0
+    min_timeout: float = 5.0
+    notice_timeout: float = 5.0
+    propose_timeout: float = 30.0
+    watcher_max_pending: int = 1024
+    progress_interval: float = 600.0
+
+    def coordinator_config(self) -> cc.CoordinatorConfig:
+        return cc.CoordinatorConfig(self.compaction_interval, self.min_timeout,
+                                    self.notice_timeout, self.propose_timeout)
+
+
+@dataclass
+class _Node:
+    ctx: Process
+    config: KvNodeConfig
+    raft: Pid
+    state: adm.AdmissionState
+    compact_revision: int = 0
+    applied: int = 0  # the raft index the watchers have been told about
+    watchers: set[Pid] = field(default_factory=set)
+    coordinator: Pid | None = None
+    leader: tuple[str | None, int] = (None, 0)
+
+
+async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
+    """Process entry: find the local raft member, restore admission from what the machine
+    persisted, follow leadership and applied revisions, serve the peer API."""
+    me = ctx.self().node
+    raft = await ctx.whereis(raft_name(KV_GROUP, me))
+    if raft is None:
+        raise RuntimeError(f"the kv raft member on {me} is not running")
+    ctx.monitor(raft)
+    compact_rev, _finished = await reads.compaction(ctx, raft)
+    applied = (await ctx.call(raft, ("watch_applied", ctx.self()), timeout=30))[1]
+    state, _ = adm.restore(compact_rev, await reads.head(ctx, raft))
+    node = _Node(ctx, config, raft, state, compact_rev, applied)
+    leader = await ctx.call(raft, ("subscribe", ctx.self()), timeout=30)
+    await _leadership(node, *leader)
+    _logger.info("kv node up", node=me, committed=applied, compact_revision=compact_rev)
+    while True:
+        await _handle(node, await ctx.receive())
+
+
+async def _handle(node: _Node, msg: Any) -> None:
+    ctx = node.ctx
+    if isinstance(msg, tuple) and msg and msg[0] == "applied":
+        await _applied(node, msg[2])
+    elif isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
+        await _leadership(node, msg[2], msg[3])
+    elif isinstance(msg, MinRequest):
+        ctx.send(msg.reply_to, ("min_reply", ctx.self().node, msg.cycle,
+                                adm.min_revision(node.state)))
+    elif isinstance(msg, Notice):
+        node.state, verdict = adm.notice(node.state, msg.cycle, msg.revision)
+        ok = isinstance(verdict, adm.Confirmed)
+        if not ok:
+            _logger.info("compaction notice refused", revision=msg.revision,
+                         blocking=getattr(verdict, "watch", None))
+        ctx.send(msg.reply_to, ("notice_reply", ctx.self().node, msg.cycle, msg.revision,
+                                msg.attempt, ok))
+    elif isinstance(msg, Rollback):
+        node.state = adm.rollback(node.state, msg.cycle, msg.revision)
+    elif isinstance(msg, tuple) and msg and msg[0] == "progress":
+        _progress(node, msg[1], msg[2])
+    elif isinstance(msg, tuple) and msg and msg[0] == "watch_ended":
+        node.state = adm.cancel_watch(node.state, (str(msg[1]), msg[2]))
+    elif isinstance(msg, Call):
+        await _on_call(node, msg)
+    elif isinstance(msg, Down):
+        await _down(node, msg.pid, msg.reason)
+    else:
+        _logger.warning("kv node got an unexpected message", message=repr(msg)[:200])
+
+
+async def _on_call(node: _Node, call: Call) -> None:
+    ctx, req = node.ctx, call.request
+    kind = req[0] if isinstance(req, tuple) and req else req
+    if kind == "admit":
+        _, key, start = req
+        try:
+            node.state, verdict = adm.create_watch(node.state, key, start)
+        except ValueError as exc:
+            ctx.reply(call.from_, ("error", str(exc)))
+            return
+        ctx.reply(call.from_, verdict)
+    elif kind == "open_watcher":
+        from sediment.actors.kv.watcher import watcher
+
+        pid = await ctx.spawn(watcher, ctx.self(), node.raft, node.applied,
+                              adm.floor(node.state), node.config.watcher_max_pending,
+                              node.config.progress_interval)
+        node.watchers.add(pid)
+        ctx.monitor(pid)
+        ctx.reply(call.from_, pid)
+    elif kind == "status":
+        ctx.reply(call.from_, {
+            "node": ctx.self().node, "committed": node.state.committed,
+            "floor": adm.floor(node.state), "min_revision": adm.min_revision(node.state),
+            "compact_revision": node.compact_revision, "watches": len(node.state.watches),
+            "watchers": len(node.watchers), "coordinator": node.coordinator is not None,
+            "leader": node.leader[0]})
+    else:
+        ctx.reply(call.from_, ("error", ("unknown_request", req)))
+
+
+async def _applied(node: _Node, index: int) -> None:
+    """Fan the changes since the last applied revision out to the watchers; an advanced
+    compaction revision raises the floor."""
+    ctx = node.ctx
+    lo = node.applied + 1
+    if index < lo:
+        return
+    changes = await reads.events(ctx, node.raft, lo, index)
+    compact_rev, _ = await reads.compaction(ctx, node.raft)
+    # admission counts written revisions: a compaction may not go past the head
+    node.state = adm.advance(node.state, await reads.head(ctx, node.raft))
+    node.applied = index
+    events = reads.as_events(changes)
+    for pid in node.watchers:
+        ctx.send(pid, ("committed", index, events))  # None: the watcher catches up
+    if compact_rev > node.compact_revision:
+        node.compact_revision = compact_rev
+        node.state, effects = adm.compact_committed(node.state, compact_rev)
+        for effect in effects:
+            if isinstance(effect, adm.CancelWatch):
+                _logger.warning("a watch was below an applied compaction",
+                                watch=effect.watch, revision=effect.compact_revision)
+        for pid in node.watchers:
+            ctx.send(pid, ("floor", compact_rev))
+
+
+async def _leadership(node: _Node, leader: str | None, term: int) -> None:
+    """Start the coordinator when this node leads, stop it otherwise."""
+    ctx = node.ctx
+    node.leader = (leader, term)
+    leading = leader == ctx.self().node
+    if leading and node.coordinator is None:
+        node.coordinator = await ctx.spawn(
+            coordinator, node.config.nodes, term, node.compact_revision,
+            node.config.coordinator_config(), link=True, name=coordinator_name(leader))
+        _logger.info("compaction coordinator started", term=term)
+    elif not leading and node.coordinator is not None:
+        ctx.unlink(node.coordinator)  # its end must not take this process with it
+        ctx.exit(node.coordinator, "kill")
+        node.coordinator = None
+        _logger.info("compaction coordinator stopped", leader=leader, term=term)
+
+
+def _progress(node: _Node, watcher: Pid, positions: dict[int, int]) -> None:
+    for wid, next_rev in positions.items():
+        node.state = adm.progress_watch(node.state, (str(watcher), wid), next_rev)
+
+
+async def _down(node: _Node, pid: Pid, reason: Any) -> None:
+    """The raft member ending ends this process (the supervisor restarts both, in order);
+    a watcher ending drops its watches."""
+    if pid == node.raft:
+        raise RuntimeError(f"the kv raft member went down: {reason}")
+    if pid in node.watchers:
+        node.watchers.discard(pid)
+        owner = str(pid)
+        for key in [k for k in node.state.watches if k[0] == owner]:
+            node.state = adm.cancel_watch(node.state, key)
+
+
+__all__ = ["ErrCompacted", "KvNodeConfig", "kv_node"]

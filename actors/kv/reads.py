@@ -1,0 +1,50 @@
+"""Reading the KV machine of this node's raft member: one place for the query shapes.
+
+The machine lives inside the raft server process (it applies the log); node and watcher
+processes read it with `("query", request)` calls, which the raft server answers between
+log steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sediment.actors.kv.types import Event
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+READ_TIMEOUT = 30.0
+ALL_FROM = b"\0"  # the smallest key; with range_end ALL_FROM: every key
+
+
+async def events(ctx: Process, raft: Pid, lo: int, hi: int, key: bytes = ALL_FROM,
+                 range_end: bytes | None = ALL_FROM, prev_kv: bool = True) -> Any:
+    """The changes of [key, range_end) in revisions [lo, hi]: a list of Event, or the
+    typed error the machine returned (ErrCompacted)."""
+    reply = await ctx.call(raft, ("query", ("events", lo, hi, key, range_end, prev_kv)),
+                           timeout=READ_TIMEOUT)
+    return _unwrap(reply)
+
+
+async def compaction(ctx: Process, raft: Pid) -> tuple[int, int]:
+    """(compact revision, finished compact revision) of the local machine."""
+    return tuple(_unwrap(await ctx.call(raft, ("query", ("compaction",)),  # type: ignore[return-value]
+                                        timeout=READ_TIMEOUT)))
+
+
+async def head(ctx: Process, raft: Pid) -> int:
+    """The local machine's head revision (the last written one)."""
+    return int(_unwrap(await ctx.call(raft, ("query", ("head",)), timeout=READ_TIMEOUT)))
+
+
+def _unwrap(reply: Any) -> Any:
+    if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok":
+        return reply[1]
+    return reply
+
+
+def as_events(value: Any) -> tuple[Event, ...] | None:
+    return tuple(value) if isinstance(value, list | tuple) else None
+
+
+__all__ = ["ALL_FROM", "as_events", "compaction", "events", "head"]

@@ -1,0 +1,227 @@
+"""A watcher process: one client session holding many watches (the shell of watch_core).
+
+Its node process spawns it and feeds it ("committed", revision, events) and ("floor",
+revision); it admits each new watch through the node (the one place that decides
+admission against compaction notices) before the core sees it, reads history from the
+local machine for replays, and reports each watch's position back to the node so the
+cluster minimum (and so compaction) can move on.
+
+The client pulls: ("next", max_wait) answers every response queued so far (waiting up to
+max_wait for the first), and pulling is the acknowledgement the core's flow control
+counts. A client that stops pulling while events keep coming gets the stream closed
+(never a gap). Calls: ("create", CreateWatch), ("cancel", watch_id), ("progress",),
+("next", max_wait), ("close",).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sediment import log
+from sediment.actors.kv import reads
+from sediment.actors.kv import watch_core as wc
+from sediment.actors.kv import watch_protocol as wp
+from sediment.actors.kv.errors import ErrCompacted, KvError
+from sediment.runtime.messages import Call, Down
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.kv.watcher")
+TO_CLIENT = (wp.Deliver, wp.Progress, wp.Canceled)
+
+
+@dataclass
+class _Watcher:
+    ctx: Process
+    node: Pid
+    raft: Pid
+    state: wc.WatcherState
+    outbox: list[Any] = field(default_factory=list)
+    parked: tuple[Any, Any] | None = None  # a waiting ("next") call and its timer
+    reported: dict[int, int] = field(default_factory=dict)
+    pending: list[wp.WatcherEvent] = field(default_factory=list)
+    tick_at: float | None = None
+    closed: str | None = None
+
+
+@dataclass(frozen=True)
+class _NextTimeout:
+    ref: Any
+
+
+@dataclass(frozen=True)
+class _Tick:
+    at: float
+
+
+async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int,
+                  max_pending: int, progress_interval: float) -> None:
+    """Process entry: serve one session until it is closed or its node goes away."""
+    config = wc.WatcherConfig(max_pending=max_pending, progress_interval=progress_interval)
+    w = _Watcher(ctx, node, raft, wc.init(config, committed, floor, ctx.now()))
+    ctx.monitor(node)
+    while w.closed is None:
+        msg = await ctx.receive()
+        await _handle(w, msg)
+        while w.pending and w.closed is None:
+            await _step(w, w.pending.pop(0))
+        _report(w)
+        _schedule_tick(w)
+    if w.parked is not None:
+        ctx.reply(w.parked[0], ("closed", w.closed, _take(w)))
+
+
+async def _handle(w: _Watcher, msg: Any) -> None:
+    if isinstance(msg, tuple) and msg and msg[0] == "committed":
+        _, revision, events = msg
+        event = (wp.Committed(revision, events) if events is not None
+                 else wp.Advanced(revision))
+        w.pending.append(event)
+    elif isinstance(msg, tuple) and msg and msg[0] == "floor":
+        w.pending.append(wp.FloorRaised(msg[1]))
+    elif isinstance(msg, Call):
+        await _on_call(w, msg)
+    elif isinstance(msg, _NextTimeout):
+        if w.parked is not None and w.parked[1] == msg.ref:
+            w.ctx.reply(w.parked[0], ("ok", []))
+            w.parked = None
+    elif isinstance(msg, _Tick):
+        w.tick_at = None
+        w.pending.append(wp.Tick(w.ctx.now()))
+    elif isinstance(msg, Down) and msg.pid == w.node:
+        w.closed = "node_down"
+
+
+async def _on_call(w: _Watcher, call: Call) -> None:
+    ctx, req = w.ctx, call.request
+    kind = req[0] if isinstance(req, tuple) and req else req
+    if kind == "create":
+        ctx.reply(call.from_, await _create(w, req[1]))
+    elif kind == "cancel":
+        effects = await _step(w, wp.CancelWatch(req[1]))
+        ctx.reply(call.from_, _answer(effects, wp.Canceled))
+    elif kind == "progress":
+        await _step(w, wp.RequestProgress())
+        ctx.reply(call.from_, ("ok",))
+    elif kind == "next":
+        if w.parked is not None:  # one reader per session: the older call gets nothing
+            ctx.reply(w.parked[0], ("ok", []))
+            w.parked = None
+        if w.outbox or req[1] <= 0:
+            ctx.reply(call.from_, ("ok", _take(w)))
+        else:
+            ref = ctx.send_after(req[1], ctx.self(), _NextTimeout(call.from_))
+            w.parked = (call.from_, call.from_)
+            del ref
+    elif kind == "close":
+        w.closed = "client"
+        ctx.reply(call.from_, ("ok", _take(w)))
+    else:
+        ctx.reply(call.from_, ("error", ("unknown_request", req)))
+
+
+async def _create(w: _Watcher, request: wp.CreateWatch) -> Any:
+    """Admission at the node first (it also resolves "from now"), then the core."""
+    if not isinstance(request, wp.CreateWatch):
+        return ("error", "create needs a CreateWatch")
+    wid = request.watch_id if request.watch_id is not None else _free_id(w.state)
+    if wid in w.state.watches:
+        effects = await _step(w, request)
+        return _answer(effects, wp.Rejected)
+    start = request.start_revision
+    key = (str(w.ctx.self()), wid)
+    verdict = await w.ctx.call(w.node, ("admit", key, start if start >= 0 else 0), timeout=30)
+    if isinstance(verdict, ErrCompacted):
+        return wp.Canceled(wid, "compacted", verdict.compact_revision)
+    if not hasattr(verdict, "start_revision"):
+        return ("error", verdict)
+    asked = replace(request, watch_id=wid,
+                    start_revision=start if start < 0 else verdict.start_revision)
+    effects = await _step(w, asked)
+    answer = _answer(effects, wp.Created, wp.Rejected, wp.Canceled)
+    if not isinstance(answer, wp.Created):
+        w.ctx.send(w.node, ("watch_ended", w.ctx.self(), wid))
+    return answer
+
+
+def _free_id(state: wc.WatcherState) -> int:
+    wid = state.next_watch_id
+    while wid in state.watches:
+        wid += 1
+    return wid
+
+
+async def _step(w: _Watcher, event: wp.WatcherEvent) -> list[Any]:
+    """One core step; client-bound effects queue in the outbox (answered to a waiting
+    pull at once), a history fetch is served and its answer queued as the next event."""
+    w.state, effects = wc.step(w.state, event)
+    for effect in effects:
+        if isinstance(effect, TO_CLIENT):
+            w.outbox.append(effect)
+            if isinstance(effect, wp.Canceled):
+                w.ctx.send(w.node, ("watch_ended", w.ctx.self(), effect.watch_id))
+        elif isinstance(effect, wp.FetchHistory):
+            w.pending.append(await _fetch(w, effect))
+        elif isinstance(effect, wp.CloseWatcher):
+            w.closed = effect.reason
+    if w.outbox and w.parked is not None:
+        w.ctx.reply(w.parked[0], ("ok", _take(w)))
+        w.parked = None
+    return effects
+
+
+async def _fetch(w: _Watcher, f: wp.FetchHistory) -> wp.WatcherEvent:
+    found = await reads.events(w.ctx, w.raft, f.from_revision, f.to_revision, f.key,
+                               f.range_end, f.prev_kv)
+    if isinstance(found, KvError):
+        return wp.FetchFailed(f.fetch_id, found)
+    events = reads.as_events(found)
+    if events is None:
+        return wp.FetchFailed(f.fetch_id, KvError(f"history read failed: {found!r}"[:200]))
+    return _cut(f, events)
+
+
+def _cut(f: wp.FetchHistory, events: tuple[Any, ...]) -> wp.HistoryFetched:
+    """The answer cut after the whole revision that reaches the fetch's budget."""
+    if len(events) <= f.limit:
+        return wp.HistoryFetched(f.fetch_id, f.to_revision, events)
+    last = events[max(f.limit, 1) - 1].kv.mod_revision
+    kept = tuple(e for e in events if e.kv.mod_revision <= last)
+    return wp.HistoryFetched(f.fetch_id, last, kept)
+
+
+def _take(w: _Watcher) -> list[Any]:
+    """Everything queued for the client; handing it over acknowledges the deliveries."""
+    out, w.outbox = w.outbox, []
+    seqs = [r.seq for r in out if isinstance(r, wp.Deliver)]
+    if seqs:  # stepped by the main loop: an ack may let the next replay fetch go out
+        w.pending.append(wp.Ack(max(seqs)))
+    return out
+
+
+def _answer(effects: list[Any], *kinds: type) -> Any:
+    for effect in effects:
+        if isinstance(effect, kinds):
+            return effect
+    return ("ok",)
+
+
+def _report(w: _Watcher) -> None:
+    """Tell the node how far each watch got (only what changed)."""
+    positions = wc.positions(w.state)
+    changed = {wid: rev for wid, rev in positions.items() if w.reported.get(wid) != rev}
+    w.reported = positions
+    if changed:
+        w.ctx.send(w.node, ("progress", w.ctx.self(), changed))
+
+
+def _schedule_tick(w: _Watcher) -> None:
+    due = wc.wakeup_at(w.state)
+    if due is None or (w.tick_at is not None and w.tick_at <= due):
+        return
+    w.tick_at = due
+    w.ctx.send_after(max(0.0, due - w.ctx.now()), w.ctx.self(), _Tick(due))
+
+
+__all__ = ["watcher"]
