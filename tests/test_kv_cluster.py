@@ -115,3 +115,20 @@ def test_a_watch_below_the_compaction_is_refused(rt: Any, tmp_path: Path) -> Non
     assert info.value.canceled.compact_revision == r2
     with pytest.raises(KvError):
         kv.watch(b"", start_revision=0)
+
+
+def test_leader_killed_mid_cycle_and_the_watch_completes(rt: Any, tmp_path: Path) -> None:
+    """Compaction cycles run every 0.3 s; the leader's raft member is killed while writes
+    and cycles go on (its node restarts it, the coordinator moves to the new leader). The client follows the new leader and a watch on another node sees
+    every write, once, in order; no compaction passed it."""
+    cluster = start(rt, tmp_path, compaction_interval=0.3)
+    kv = cluster.client()
+    leader = cluster.wait_ready()
+    other = next(n for n in cluster.nodes if n != leader)
+    watch = kv.watch(b"x", node=other)
+    written = [kv.put(b"x", str(i).encode()).revision for i in range(5)]
+    cluster.node(leader).kill_process("raft:kv")  # the leader (and its coordinator) die
+    written += [kv.put(b"x", str(i).encode()).revision for i in range(5, 10)]
+    drain(watch, written[-1], timeout=90)
+    assert [rev for rev, *_ in delivered(watch.responses)] == written
+    assert eventually(rt, lambda: cluster.leader() not in (None,), timeout=60)
