@@ -119,8 +119,9 @@ def test_a_watch_below_the_compaction_is_refused(rt: Any, tmp_path: Path) -> Non
 
 def test_leader_killed_mid_cycle_and_the_watch_completes(rt: Any, tmp_path: Path) -> None:
     """Compaction cycles run every 0.3 s; the leader's raft member is killed while writes
-    and cycles go on (its node restarts it, the coordinator moves to the new leader). The client follows the new leader and a watch on another node sees
-    every write, once, in order; no compaction passed it."""
+    and cycles go on (its node restarts it, the coordinator moves to the new leader). The
+    client follows the new leader and a watch on another node sees every write, once, in
+    order; no compaction passed it."""
     cluster = start(rt, tmp_path, compaction_interval=0.3)
     kv = cluster.client()
     leader = cluster.wait_ready()
