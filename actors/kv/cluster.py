@@ -20,6 +20,7 @@ from typing import Any
 
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
 from sediment.actors.kv.types import (
@@ -45,12 +46,6 @@ from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
 
 
-def _netsy_factory() -> Any:
-    from sediment.actors.kv.machine import netsy
-
-    return netsy
-
-
 @dataclass
 class Cluster:
     """A running KV cluster: the runtime, the group's spec, the top supervisor."""
@@ -72,7 +67,7 @@ class Cluster:
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-kv-")
         os.makedirs(data_dir, exist_ok=True)
         rt = runtime or api.start(backend, nodes=names)
-        spec = GroupSpec(KV_GROUP, names, data_dir, machine=_netsy_factory(), **group_options)
+        spec = GroupSpec(KV_GROUP, names, data_dir, machine=netsy, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
                               watcher_max_pending=watcher_max_pending)
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}"),

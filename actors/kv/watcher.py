@@ -38,7 +38,7 @@ class _Watcher:
     raft: Pid
     state: wc.WatcherState
     outbox: list[Any] = field(default_factory=list)
-    parked: tuple[Any, Any] | None = None  # a waiting ("next") call and its timer
+    parked: Any = None  # the From of a waiting ("next") call
     reported: dict[int, int] = field(default_factory=dict)
     pending: list[wp.WatcherEvent] = field(default_factory=list)
     tick_at: float | None = None
@@ -69,7 +69,7 @@ async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int
         _report(w)
         _schedule_tick(w)
     if w.parked is not None:
-        ctx.reply(w.parked[0], ("closed", w.closed, _take(w)))
+        ctx.reply(w.parked, ("closed", w.closed, _take(w)))
 
 
 async def _handle(w: _Watcher, msg: Any) -> None:
@@ -83,9 +83,8 @@ async def _handle(w: _Watcher, msg: Any) -> None:
     elif isinstance(msg, Call):
         await _on_call(w, msg)
     elif isinstance(msg, _NextTimeout):
-        if w.parked is not None and w.parked[1] == msg.ref:
-            w.ctx.reply(w.parked[0], ("ok", []))
-            w.parked = None
+        if w.parked is not None and w.parked == msg.ref:
+            _answer_parked(w, [])
     elif isinstance(msg, _Tick):
         w.tick_at = None
         w.pending.append(wp.Tick(w.ctx.now()))
@@ -106,14 +105,12 @@ async def _on_call(w: _Watcher, call: Call) -> None:
         ctx.reply(call.from_, ("ok",))
     elif kind == "next":
         if w.parked is not None:  # one reader per session: the older call gets nothing
-            ctx.reply(w.parked[0], ("ok", []))
-            w.parked = None
+            _answer_parked(w, [])
         if w.outbox or req[1] <= 0:
             ctx.reply(call.from_, ("ok", _take(w)))
         else:
-            ref = ctx.send_after(req[1], ctx.self(), _NextTimeout(call.from_))
-            w.parked = (call.from_, call.from_)
-            del ref
+            ctx.send_after(req[1], ctx.self(), _NextTimeout(call.from_))
+            w.parked = call.from_
     elif kind == "close":
         w.closed = "client"
         ctx.reply(call.from_, ("ok", _take(w)))
@@ -166,8 +163,7 @@ async def _step(w: _Watcher, event: wp.WatcherEvent) -> list[Any]:
         elif isinstance(effect, wp.CloseWatcher):
             w.closed = effect.reason
     if w.outbox and w.parked is not None:
-        w.ctx.reply(w.parked[0], ("ok", _take(w)))
-        w.parked = None
+        _answer_parked(w, _take(w))
     return effects
 
 
@@ -189,6 +185,11 @@ def _cut(f: wp.FetchHistory, events: tuple[Any, ...]) -> wp.HistoryFetched:
     last = events[max(f.limit, 1) - 1].kv.mod_revision
     kept = tuple(e for e in events if e.kv.mod_revision <= last)
     return wp.HistoryFetched(f.fetch_id, last, kept)
+
+
+def _answer_parked(w: _Watcher, responses: list[Any]) -> None:
+    w.ctx.reply(w.parked, ("ok", responses))
+    w.parked = None
 
 
 def _take(w: _Watcher) -> list[Any]:
