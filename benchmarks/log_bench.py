@@ -200,10 +200,11 @@ def raw_copy(seg_dir: str, out_dir: str, groups: list[list[tuple[str, list[int]]
 
 def timed_major(
     seg_dir: str, refs: SegRefs, state: SnapshotState, per_seg: int
-) -> tuple[float, CompactionResult, tuple[float, float, float]]:
+) -> tuple[float, CompactionResult, tuple[float, float, float, float]]:
     """Run major compaction; returns its time, result, and the shares of that time spent
-    planning (to the first marker), copying (to every .compacting durable) and in the
-    rest of the protocol (renames, symlinks, markers, fsyncs, freeing replaced files)."""
+    planning (to the first marker), copying (to every .compacting durable), in the rest
+    of the protocol (renames, symlinks, markers, directory fsyncs) and freeing the
+    replaced files (closing the last descriptors of the originals)."""
     marks: list[tuple[str, float]] = []
     t0 = time.perf_counter()
 
@@ -214,7 +215,9 @@ def timed_major(
     total = time.perf_counter() - t0
     first_marker = next(t for n, t in marks if n == "compaction.after_marker")
     copied = next(t for n, t in marks if n == "compaction.after_compacting_sync")
-    return total, res, (first_marker / total, (copied - first_marker) / total, 1 - copied / total)
+    synced = next(t for n, t in marks if n == "compaction.after_dir_sync")
+    plan, copy = first_marker / total, (copied - first_marker) / total
+    return total, res, (plan, copy, (synced - copied) / total, 1 - synced / total)
 
 
 def compaction_rows(
@@ -233,7 +236,7 @@ def compaction_rows(
     ratios: list[float] = []
     t_ours: list[float] = []
     t_raw: list[float] = []
-    shares: list[tuple[float, float, float]] = []
+    shares: list[tuple[float, float, float, float]] = []
     res: CompactionResult | None = None
     for r in range(repeat):
         seg_dir = os.path.join(base, f"compact-{r}")
@@ -272,7 +275,7 @@ def compaction_rows(
         "raw_mb_per_s": live_bytes / t_r / 1e6,
         "ratio": statistics.median(ratios),
         "ratios": ratios,
-        "shares": tuple(statistics.median(x[k] for x in shares) for k in range(3)),
+        "shares": tuple(statistics.median(x[k] for x in shares) for k in range(4)),
     }
 
 
@@ -454,13 +457,13 @@ def main(argv: list[str] | None = None) -> int:
         "and in alternating order; totals."
     )
     for div, comp in zip(args.keys_div, comps, strict=True):
-        plan, copy, rest = comp["shares"]
+        plan, copy, rest, free = comp["shares"]
         print(
             f"- compaction, keys = puts/{div}: median of {len(comp['ratios'])} paired runs "
             "(ratios " + ", ".join(f"{r:.2f}" for r in comp["ratios"]) + "); Sediment's "
             f"time: planning {plan:.0%}, copying {copy:.0%}, the rest of the v3 protocol "
-            f"{rest:.0%} (renames, symlinks, markers, 4 directory fsyncs, freeing the "
-            "replaced files)."
+            f"{rest:.0%} (renames, symlinks, markers, 4 directory fsyncs), freeing the "
+            f"replaced files {free:.0%} (the originals' last descriptors closed)."
         )
     print(
         "- raw copy: `os.pread` + `os.write` of each run of adjacent live records, one "

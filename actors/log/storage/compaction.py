@@ -24,6 +24,10 @@ The groups of one run go through these steps together (all markers and outputs, 
 all renames, ...), so the directory is fsynced once per step rather than once per
 group; each group still sees the steps in this order.
 
+Planning opens each compactable segment once and keeps what it looked up (the reader,
+the positions and lengths of the live records: a `Selection`); step 2 copies from
+those, so no index is read or searched twice.
+
 Renaming first means a reader that follows a symlink always finds the compacted data.
 `recover_compaction` (at start, before the refs are rebuilt from the directory) handles
 every state a crash can leave:
@@ -75,7 +79,8 @@ from .segment import (
     FLAG_COMPACTED,
     SegmentReader,
     SegmentWriter,
-    copy_live,
+    Selection,
+    copy_selections,
     list_segment_files,
     read_header,
 )
@@ -281,46 +286,59 @@ def segment_infos(
     seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
 ) -> tuple[list[str], list[SegmentInfo]]:
     """Split ``refs`` into files with no live entry and infos of those with some."""
-    dead, infos, readers = _plan(seg_dir, refs, state)
-    for r in readers.values():
-        r.close()
+    dead, infos, sels = _plan(seg_dir, refs, state)
+    _close(sels)
     return dead, infos
+
+
+def _close(sels: dict[str, Selection]) -> None:
+    for s in sels.values():
+        s.reader.close()
 
 
 def _plan(
     seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
-) -> tuple[list[str], list[SegmentInfo], dict[str, SegmentReader]]:
-    """`segment_infos`, keeping the readers of segments with live entries open."""
+) -> tuple[list[str], list[SegmentInfo], dict[str, Selection]]:
+    """`segment_infos`, keeping each live segment's selection (its reader open, its
+    live records looked up once) for the copy."""
     dead: list[str] = []
     infos: list[SegmentInfo] = []
-    readers: dict[str, SegmentReader] = {}
+    sels: dict[str, Selection] = {}
     try:
         for ref in refs:
             live = state.live_in(ref.first, ref.last)
-            if not live:
+            sel = _select(seg_dir, ref, live) if live else None
+            if sel is None:
                 dead.append(ref.file)
                 continue
-            r = SegmentReader.open(os.path.join(seg_dir, ref.file))
-            positions = r.positions(live)
-            present = live if len(positions) == len(live) else r.indexes_at(positions)
-            if len(present) != len(live):
-                _log.warning(
-                    "live indexes missing from their segment",
-                    file=ref.file,
-                    missing=len(live) - len(present),
-                )
-            if not present:
-                r.close()
-                dead.append(ref.file)
-                continue
-            readers[ref.file] = r
-            live_size = r.size_of(positions)
-            infos.append(SegmentInfo(ref, r.num_entries, r.data_size, present, live_size))
+            sels[ref.file] = sel
+            r = sel.reader
+            present = live if len(sel) == len(live) else tuple(sel.indexes)
+            infos.append(SegmentInfo(ref, r.num_entries, r.data_size, present, sel.size))
     except BaseException:
-        for r in readers.values():
-            r.close()
+        _close(sels)
         raise
-    return dead, infos, readers
+    return dead, infos, sels
+
+
+def _select(seg_dir: str, ref: SegRef, live: tuple[int, ...]) -> Selection | None:
+    """The live records ``ref``'s file holds (its reader open), None if there are none."""
+    r = SegmentReader.open(os.path.join(seg_dir, ref.file))
+    try:
+        sel = r.select(live)
+    except BaseException:
+        r.close()
+        raise
+    if len(sel) != len(live):
+        _log.warning(
+            "live indexes missing from their segment",
+            file=ref.file,
+            missing=len(live) - len(sel),
+        )
+    if not sel.positions:
+        r.close()
+        return None
+    return sel
 
 
 # -- major: the protocol ------------------------------------------------------------------
@@ -358,7 +376,7 @@ class _Prepared:
 def _prepare(
     seg_dir: str,
     group: Sequence[SegmentInfo],
-    readers: Sequence[SegmentReader],
+    sels: Sequence[Selection],
     fp: Failpoint,
     verify: bool,
 ) -> _Prepared:
@@ -370,36 +388,34 @@ def _prepare(
     write_file_durable(marker, frame(_KIND_MARKER, json.dumps(names).encode()), sync_dir=False)
     fp("compaction.after_marker")
     unlink_if_exists(compacting)
-    live = [i for g in group for i in g.live]
     dst = SegmentWriter.create(
         compacting,
-        readers[0].group,
-        max_entries=len(live) + 1,
+        sels[0].reader.group,
+        max_entries=sum(len(s) for s in sels) + 1,
         max_size=1 << 62,
         origin=names,
         compacted=True,
     )
     try:
-        copy_live(
-            readers, live, dst, ranges=[(g.ref.first, g.ref.last) for g in group], verify=verify
-        )
+        copy_selections(sels, dst, verify=verify)
         dst.seal(fp, sync_dir=False)
     except BaseException:
         dst.abandon()
         raise
-    return _Prepared(names, marker, compacting, SegRef(names[0], live[0], live[-1]))
+    ref = SegRef(names[0], sels[0].indexes[0], sels[-1].indexes[-1])
+    return _Prepared(names, marker, compacting, ref)
 
 
 def _compact_groups(
     seg_dir: str,
     groups: Sequence[Sequence[SegmentInfo]],
-    readers: dict[str, SegmentReader],
+    sels: dict[str, Selection],
     fp: Failpoint,
     verify: bool,
 ) -> list[_Prepared]:
     """The protocol for every group of one run, step by step: each group goes through
     the steps in order, and the directory is fsynced once per step, not per group."""
-    done = [_prepare(seg_dir, g, [readers[i.ref.file] for i in g], fp, verify) for g in groups]
+    done = [_prepare(seg_dir, g, [sels[i.ref.file] for i in g], fp, verify) for g in groups]
     if not done:
         return done
     fsync_dir(seg_dir)  # every marker and .compacting durably named before any commit
@@ -466,18 +482,17 @@ def major_compaction(
         fp("compaction.after_orphan_delete")
     if not state.live_indexes:
         return CompactionResult("major", unreferenced=tuple(r.file for r in comp))
-    dead, infos, readers = _plan(seg_dir, comp, state)
+    dead, infos, sels = _plan(seg_dir, comp, state)
     compacted: list[SegRef] = []
     linked: list[str] = []
     try:
         for p in _compact_groups(
-            seg_dir, compaction_groups(infos, max_count, max_size), readers, fp, verify
+            seg_dir, compaction_groups(infos, max_count, max_size), sels, fp, verify
         ):
             compacted.append(p.ref)
             linked.extend(p.names[1:])
     finally:
-        for r in readers.values():
-            r.close()
+        _close(sels)
     return CompactionResult("major", tuple(dead), tuple(linked), tuple(compacted))
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate, repeat
-from typing import Final
+from typing import Final, cast
 
 from sediment.log import get_logger
 
@@ -56,7 +56,9 @@ __all__ = [
     "SegmentReader",
     "SegmentSealed",
     "SegmentWriter",
+    "Selection",
     "copy_live",
+    "copy_selections",
     "list_segment_files",
     "read_header",
     "recover_segrefs",
@@ -177,6 +179,46 @@ class _Index:
             if sys.byteorder != "little":
                 col.byteswap()
         return ix
+
+
+def _gather(col: array[int], positions: Sequence[int]) -> Sequence[int]:
+    """``col`` at ascending ``positions``: an array slice (a memcpy) when they are
+    adjacent, else one C-level itemgetter call (twice as fast as mapping
+    ``col.__getitem__``: this runs once per copied record and column)."""
+    n = len(positions)
+    if n and positions[-1] - positions[0] + 1 == n:
+        return col[positions[0] : positions[-1] + 1]
+    if n > 1:
+        return cast("tuple[int, ...]", operator.itemgetter(*positions)(col))
+    return [col[p] for p in positions]
+
+
+def _extend(col: array[int], values: Sequence[int]) -> None:
+    """Append ``values`` to ``col``: a memcpy from an array, else ``fromlist`` (half the
+    cost of ``extend``, which grows the array one item at a time)."""
+    if isinstance(values, array):
+        col.extend(values)
+    else:
+        col.fromlist(values if isinstance(values, list) else list(values))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Selection:
+    """Some records of one open segment, looked up once (`SegmentReader.select`).
+
+    Why: major compaction sizes the live records of every segment to plan its groups,
+    then copies them; keeping the lookup lets the copy (`copy_selections`) skip the
+    second search and gather. ``indexes`` and ``lengths`` are per record, ascending.
+    """
+
+    reader: SegmentReader
+    positions: Sequence[int]
+    indexes: Sequence[int]
+    lengths: Sequence[int]
+    size: int  # bytes of the selected records
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -321,6 +363,14 @@ class SegmentReader:
         """Bytes of the records at ``positions``."""
         return sum(map(self._ix.length.__getitem__, positions))
 
+    def select(self, indexes: Sequence[int]) -> Selection:
+        """The records of those of the ascending ``indexes`` this file holds."""
+        positions = self._ix.positions(indexes)
+        if len(positions) != len(indexes):
+            indexes = tuple(_gather(self._ix.idx, positions))
+        lengths = _gather(self._ix.length, positions)
+        return Selection(self, positions, indexes, lengths, sum(lengths))
+
     def live_count(self, live_indexes: Sequence[int]) -> int:
         """How many of ``live_indexes`` this file holds."""
         return len(self.positions(live_indexes))
@@ -375,18 +425,18 @@ class SegmentReader:
         return self.read(index) if index in self else None
 
     @contextmanager
-    def mapped(self) -> Iterator[memoryview]:
-        """The whole file as a read-only memoryview (mmap), for bulk copies."""
+    def mapped(self) -> Iterator[mmap.mmap]:
+        """The whole file mapped read-only, for bulk copies. Slicing it gives bytes:
+        unlike memoryview slices, not objects the cyclic GC has to track (a copy makes
+        one per record)."""
         if self._fd is None:
             raise ValueError(f"{self.path}: segment reader is closed")
         mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
-        mv = memoryview(mm)
         try:
-            if len(mv) < self.data_end:
-                raise CorruptSegment(self.path, "file is shorter than its index", offset=len(mv))
-            yield mv
+            if len(mm) < self.data_end:
+                raise CorruptSegment(self.path, "file is shorter than its index", offset=len(mm))
+            yield mm
         finally:
-            mv.release()
             mm.close()
 
     def spans(self, positions: Sequence[int]) -> Iterator[tuple[memoryview, Sequence[int]]]:
@@ -668,7 +718,8 @@ class SegmentWriter:
         if not self._pending:
             return
         assert self._fd is not None
-        data = b"".join(self._pending)
+        # one buffer (a compaction copy's gathered records) goes out without a copy
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
         self._pending.clear()
         self._pending_len = 0
         write_all(self._fd, data)
@@ -769,60 +820,67 @@ def copy_live(
     originals stay. Adjacent records go out as one buffer. Returns the count.
     """
     live = sorted(set(live_indexes))
+    sels = []
+    for k, src in enumerate(src_readers):
+        rng = ranges[k] if ranges is not None else src.range()
+        if rng is not None:
+            lo = bisect.bisect_left(live, rng[0])
+            sels.append(src.select(live[lo : bisect.bisect_right(live, rng[1])]))
+    return copy_selections(sels, dst, verify=verify)
+
+
+def copy_selections(sels: Sequence[Selection], dst: SegmentWriter, *, verify: bool = True) -> int:
+    """`copy_live` for records already selected (sources oldest first): the lookups
+    planning did are not repeated. Returns the count."""
     if dst.sealed or dst._fd is None:
         raise SegmentSealed(f"{dst.path} is sealed or closed")
     copied = 0
-    dix = dst._ix
-    for k, src in enumerate(src_readers):
-        rng = ranges[k] if ranges is not None else src.range()
-        if rng is None:
-            continue
-        lo = bisect.bisect_left(live, rng[0])
-        hi = bisect.bisect_right(live, rng[1])
-        positions = src.positions(live[lo:hi])
-        if not positions:
-            continue
-        sx = src._ix
-        first = sx.idx[positions[0]]
-        if dix.idx and first <= dix.idx[-1]:
-            raise ValueError(f"{dst.path}: index {first} after {dix.idx[-1]}")
-        if len(dix) + len(positions) > dst.max_entries:
-            raise SegmentFull(dst.path)
-        if adjacent := positions[-1] - positions[0] + 1 == len(positions):
-            p0, p1 = positions[0], positions[-1] + 1
-            idxs: Sequence[int] = sx.idx[p0:p1]
-            lens: Sequence[int] = sx.length[p0:p1]
-            terms: Sequence[int] = sx.term[p0:p1]
-            offs: Sequence[int] = sx.off[p0:p1]
-        else:
-            idxs = list(map(sx.idx.__getitem__, positions))
-            lens = list(map(sx.length.__getitem__, positions))
-            terms = list(map(sx.term.__getitem__, positions))
-            offs = list(map(sx.off.__getitem__, positions))
-        new_offs = list(accumulate(lens, initial=dst._end))
-        new_end = new_offs.pop()
-        if new_end > dst.max_size:
-            raise SegmentFull(dst.path)
-        with src.mapped() as mv:
-            if verify:
-                _verify_records(src.path, mv, offs, lens, idxs)
-            if adjacent:
-                data = bytes(mv[offs[0] : offs[-1] + lens[-1]])
-            else:  # gather the live records: slices and join, all in C
-                data = b"".join(
-                    map(mv.__getitem__, map(slice, offs, map(operator.add, offs, lens)))
-                )
-        dix.idx.extend(idxs)
-        dix.length.extend(lens)
-        dix.term.extend(terms)
-        dix.off.extend(new_offs)
-        dst._end = new_end
-        dst._pending.append(data)
-        dst._pending_len += len(data)
-        if dst._pending_len >= _BUFFER_LIMIT:
-            dst._write_pending()
-        copied += len(positions)
+    for sel in sels:
+        if sel.positions:
+            _append_selection(dst, sel, verify)
+            copied += len(sel)
     return copied
+
+
+def _append_selection(dst: SegmentWriter, sel: Selection, verify: bool) -> None:
+    """Append one source's selected records to ``dst`` as one buffer, index included."""
+    dix, sx = dst._ix, sel.reader._ix
+    first = sel.indexes[0]
+    if dix.idx and first <= dix.idx[-1]:
+        raise ValueError(f"{dst.path}: index {first} after {dix.idx[-1]}")
+    if len(dix) + len(sel) > dst.max_entries:
+        raise SegmentFull(dst.path)
+    new_offs = list(accumulate(sel.lengths, initial=dst._end))
+    new_end = new_offs.pop()
+    if new_end > dst.max_size:
+        raise SegmentFull(dst.path)
+    offs = _gather(sx.off, sel.positions)
+    data = _gather_records(sel, offs, verify)
+    _extend(dix.idx, sel.indexes)
+    _extend(dix.length, sel.lengths)
+    _extend(dix.term, _gather(sx.term, sel.positions))
+    dix.off.fromlist(new_offs)
+    dst._end = new_end
+    dst._pending.append(data)
+    dst._pending_len += len(data)
+    if dst._pending_len >= _BUFFER_LIMIT:
+        dst._write_pending()
+
+
+def _gather_records(sel: Selection, offs: Sequence[int], verify: bool) -> bytes:
+    """The selected records' bytes, back to back: one pread when they are adjacent,
+    else slices of the mapped file joined in C (one per record, no pread each)."""
+    src, lens = sel.reader, sel.lengths
+    start, end = offs[0], offs[-1] + lens[-1]
+    if not verify and end - start == sel.size:  # adjacent: one read
+        return src._pread(end - start, start)
+    with src.mapped() as mm:
+        if verify:
+            with memoryview(mm) as mv:  # views: the CRCs read the records in place
+                _verify_records(src.path, mv, offs, lens, sel.indexes)
+        if end - start == sel.size:
+            return mm[start:end]
+        return b"".join(map(mm.__getitem__, map(slice, offs, map(operator.add, offs, lens))))
 
 
 # -- directory ----------------------------------------------------------------------------
