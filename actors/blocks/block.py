@@ -1,0 +1,344 @@
+"""Block files: the Parquet schema, writing a block durably, reading and verifying one.
+
+A block is the committed history of one shard over a revision range: rows (revision,
+key, value, flags) sorted by (key, revision), each (key, revision) once. A tombstone
+(a delete) has FLAG_TOMBSTONE and a null value; a put has a value (b"" allowed).
+
+Writing is crash-safe: the table goes to a temporary file in the block's directory,
+which is fsynced, then renamed to `<root>/shard-<n>/<id>.parquet` and the directory
+fsynced. A crash leaves either no file under the final name or the whole block; the
+temporary files a crash leaves behind start with "." and end in ".tmp"
+(`remove_temp_files`). Pages carry checksums, and the file embeds the block's metadata
+(all but its own size), so `read_block` can tell a missing file (`MissingBlock`) from
+one that is damaged or is another block (`CorruptBlock`).
+
+`BlockMeta` and the names live in `meta.py` (no pyarrow there, for the pure cores) and
+are re-exported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sediment.actors.blocks.errors import BlockConflict, CorruptBlock, InvalidRows, MissingBlock
+from sediment.actors.blocks.meta import (
+    BlockMeta,
+    block_relpath,
+    compacted_block_id,
+    level0_block_id,
+    meta_from_json,
+    meta_to_json,
+)
+from sediment.actors.log.storage.failpoints import Failpoint, no_fp
+from sediment.actors.log.storage.fsutil import fsync_dir, makedirs_durable
+
+SCHEMA: Final = pa.schema(
+    [
+        pa.field("revision", pa.int64(), nullable=False),
+        pa.field("key", pa.binary(), nullable=False),
+        pa.field("value", pa.binary(), nullable=True),
+        pa.field("flags", pa.uint8(), nullable=False),
+    ]
+)
+FLAG_TOMBSTONE: Final = 1
+KNOWN_FLAGS: Final = FLAG_TOMBSTONE
+META_KEY: Final = b"sediment.block"
+COMPRESSION: Final = "zstd"
+
+BLOCK_FAILPOINTS: Final[tuple[str, ...]] = (
+    "block.after_temp_sync",  # the whole block is durable in its temporary file
+    "block.before_rename",  # about to move it under the final name
+    "block.after_rename",  # renamed, the directory not yet fsynced
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of history; `value` None is a tombstone."""
+
+    revision: int
+    key: bytes
+    value: bytes | None
+
+    @property
+    def tombstone(self) -> bool:
+        return self.value is None
+
+
+# ---- tables ------------------------------------------------------------------
+
+
+def empty_table() -> pa.Table:
+    return SCHEMA.empty_table()
+
+
+def rows_to_table(rows: Iterable[Row]) -> pa.Table:
+    """A block table of `rows` in any order; InvalidRows if they break the format."""
+    ordered = sorted(rows, key=lambda r: (r.key, r.revision))
+    for r in ordered:
+        if not isinstance(r.revision, int) or isinstance(r.revision, bool) or r.revision < 1:
+            raise InvalidRows(f"revision must be a positive int: {r.revision!r}")
+        if not isinstance(r.key, bytes) or not r.key:
+            raise InvalidRows(f"key must be non-empty bytes: {r.key!r}")
+        if r.value is not None and not isinstance(r.value, bytes):
+            raise InvalidRows(f"value must be bytes or None: {type(r.value).__name__}")
+    table = pa.table(
+        {
+            "revision": pa.array([r.revision for r in ordered], pa.int64()),
+            "key": pa.array([r.key for r in ordered], pa.binary()),
+            "value": pa.array([r.value for r in ordered], pa.binary()),
+            "flags": pa.array([FLAG_TOMBSTONE if r.value is None else 0 for r in ordered],
+                              pa.uint8()),
+        },
+        schema=SCHEMA,
+    )
+    problem = check_table(table)
+    if problem is not None:
+        raise InvalidRows(problem)
+    return table
+
+
+def table_rows(table: pa.Table) -> list[Row]:
+    """The rows of a block table, in table order."""
+    cols = table.select(["revision", "key", "value"]).to_pydict()
+    return [Row(r, k, v) for r, k, v in zip(cols["revision"], cols["key"], cols["value"],
+                                            strict=True)]
+
+
+def sorted_unique(keys: pa.ChunkedArray | pa.Array, revisions: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether (key, revision) strictly increases from row to row."""
+    if len(keys) < 2:
+        return True
+    k0, k1 = keys[:-1], keys[1:]
+    r0, r1 = revisions[:-1], revisions[1:]
+    ok = pc.or_(pc.less(k0, k1), pc.and_(pc.equal(k0, k1), pc.less(r0, r1)))
+    return bool(pc.all(ok).as_py())
+
+
+def check_table(table: pa.Table) -> str | None:
+    """Why `table` is not a block table, or None."""
+    if not table.schema.remove_metadata().equals(SCHEMA):
+        return f"schema {table.schema.remove_metadata()} is not the block schema"
+    for name in ("revision", "key", "flags"):
+        if table[name].null_count:
+            return f"null in column {name}"
+    if table.num_rows == 0:
+        return None
+    if pc.min(table["revision"]).as_py() < 1:
+        return "revision below 1"
+    if pc.min(pc.binary_length(table["key"])).as_py() < 1:
+        return "empty key"
+    flags = table["flags"]
+    if pc.any(pc.not_equal(pc.bit_wise_and(flags, pa.scalar(~KNOWN_FLAGS & 0xFF, pa.uint8())),
+                           pa.scalar(0, pa.uint8()))).as_py():
+        return "unknown flag bits"
+    tomb = pc.not_equal(pc.bit_wise_and(flags, pa.scalar(FLAG_TOMBSTONE, pa.uint8())),
+                        pa.scalar(0, pa.uint8()))
+    if not pc.all(pc.equal(tomb, pc.is_null(table["value"]))).as_py():
+        return "a tombstone with a value, or a put without one"
+    if not sorted_unique(table["key"], table["revision"]):
+        return "rows not sorted by (key, revision), or a (key, revision) twice"
+    return None
+
+
+def describe(table: pa.Table, *, block_id: str, shard: int, level: int, created_at: float,
+             compaction_revision: int = 0, size_bytes: int = 0) -> BlockMeta:
+    """The metadata of a (valid) block table."""
+    if table.num_rows == 0:
+        bounds: tuple[int, int, bytes, bytes] = (0, 0, b"", b"")
+    else:
+        keys = table["key"]
+        bounds = (
+            int(pc.min(table["revision"]).as_py()),
+            int(pc.max(table["revision"]).as_py()),
+            bytes(keys[0].as_py()),
+            bytes(keys[-1].as_py()),
+        )
+    return BlockMeta(block_id, shard, level, bounds[0], bounds[1], bounds[2], bounds[3],
+                     table.num_rows, size_bytes, float(created_at), compaction_revision)
+
+
+# ---- files -------------------------------------------------------------------
+
+
+def block_path(root: str, shard: int, block_id: str) -> str:
+    return os.path.join(root, block_relpath(shard, block_id))
+
+
+def file_checksum(data: bytes) -> str:
+    """The checksum a block's metadata records for its file."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _unsized(meta: BlockMeta) -> BlockMeta:
+    """What the file itself embeds: everything but its size and checksum."""
+    return replace(meta, size_bytes=0, checksum="")
+
+
+def _embedded(meta: BlockMeta) -> bytes:
+    doc = meta_to_json(_unsized(meta))
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def write_block(root: str, table: pa.Table, *, block_id: str, shard: int, level: int,
+                created_at: float, compaction_revision: int = 0,
+                fp: Failpoint = no_fp) -> BlockMeta:
+    """Write `table` as block `block_id` durably and return its metadata.
+
+    InvalidRows if the table is not a block table. If the file already exists (a retried
+    write), it is kept when it holds exactly these rows and BlockConflict otherwise:
+    an existing block is never replaced by different history."""
+    table = table.combine_chunks()
+    problem = check_table(table)
+    if problem is not None:
+        raise InvalidRows(problem)
+    table = table.replace_schema_metadata(None)
+    meta = describe(table, block_id=block_id, shard=shard, level=level, created_at=created_at,
+                    compaction_revision=compaction_revision)
+    path = block_path(root, shard, block_id)
+    directory = os.path.dirname(path)
+    makedirs_durable(directory)
+    if os.path.exists(path):
+        return _existing(path, table, meta)
+    fd, tmp = tempfile.mkstemp(prefix=f".{block_id}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            stamped = table.replace_schema_metadata({META_KEY: _embedded(meta)})
+            pq.write_table(stamped, out, compression=COMPRESSION, write_page_checksum=True)
+            out.flush()
+            os.fsync(out.fileno())
+        fp("block.after_temp_sync")
+        with open(tmp, "rb") as written:
+            data = written.read()
+        fp("block.before_rename")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fp("block.after_rename")
+    fsync_dir(directory)
+    return replace(meta, size_bytes=len(data), checksum=file_checksum(data))
+
+
+def _existing(path: str, table: pa.Table, meta: BlockMeta) -> BlockMeta:
+    with open(path, "rb") as f:
+        data = f.read()
+    on_disk = replace(meta, size_bytes=len(data), checksum=file_checksum(data))
+    if not read_block_file(path, on_disk).equals(table):
+        raise BlockConflict(f"block {meta.id} exists with other rows: {path}")
+    return on_disk
+
+
+def read_block(root: str, meta: BlockMeta) -> pa.Table:
+    """The rows of block `meta`, verified: MissingBlock if the file is not there,
+    CorruptBlock if it cannot be read or is not exactly the block `meta` describes."""
+    return read_block_file(block_path(root, meta.shard, meta.id), meta)
+
+
+def read_block_file(path: str, meta: BlockMeta) -> pa.Table:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise MissingBlock(meta.id, path) from None
+    if len(data) != meta.size_bytes:
+        raise CorruptBlock(meta.id, path, f"{len(data)} bytes, metadata says {meta.size_bytes}")
+    if file_checksum(data) != meta.checksum:
+        raise CorruptBlock(meta.id, path, "checksum mismatch")
+    try:
+        table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise CorruptBlock(meta.id, path, f"{type(err).__name__}: {err}") from err
+    embedded = (table.schema.metadata or {}).get(META_KEY)
+    try:
+        stamped = meta_from_json(json.loads(embedded)) if embedded else None
+    except ValueError:
+        stamped = None
+    if stamped != _unsized(meta):
+        raise CorruptBlock(meta.id, path, "embedded metadata is not the block's")
+    table = table.replace_schema_metadata(None)
+    problem = check_table(table)
+    if problem is not None:
+        raise CorruptBlock(meta.id, path, problem)
+    actual = describe(table, block_id=meta.id, shard=meta.shard, level=meta.level,
+                      created_at=meta.created_at, compaction_revision=meta.compaction_revision,
+                      size_bytes=meta.size_bytes)
+    if replace(actual, checksum=meta.checksum) != meta:
+        raise CorruptBlock(meta.id, path, "rows do not match the metadata")
+    return table
+
+
+def delete_block_file(root: str, shard: int, block_id: str) -> bool:
+    """Remove a block's file (a tombstone's cleanup); False if it was already gone."""
+    path = block_path(root, shard, block_id)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    fsync_dir(os.path.dirname(path))
+    return True
+
+
+def remove_temp_files(root: str) -> list[str]:
+    """Delete the temporary files interrupted writes left (at start, before any write)."""
+    removed: list[str] = []
+    if not os.path.isdir(root):
+        return removed
+    for shard_dir in sorted(os.listdir(root)):
+        directory = os.path.join(root, shard_dir)
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(os.path.join(directory, name))
+                removed.append(os.path.join(directory, name))
+    return removed
+
+
+def write_level0(root: str, shard: int, rows: Sequence[Row], created_at: float,
+                 fp: Failpoint = no_fp) -> BlockMeta:
+    """A level-0 block of `rows` (a flush of one shard's committed history)."""
+    table = rows_to_table(rows)
+    if table.num_rows == 0:
+        raise InvalidRows("a level-0 block needs at least one row")
+    low = int(pc.min(table["revision"]).as_py())
+    high = int(pc.max(table["revision"]).as_py())
+    return write_block(root, table, block_id=level0_block_id(shard, low, high), shard=shard,
+                       level=0, created_at=created_at, fp=fp)
+
+
+__all__ = [
+    "BLOCK_FAILPOINTS",
+    "FLAG_TOMBSTONE",
+    "SCHEMA",
+    "BlockMeta",
+    "Row",
+    "block_path",
+    "check_table",
+    "compacted_block_id",
+    "delete_block_file",
+    "describe",
+    "empty_table",
+    "file_checksum",
+    "level0_block_id",
+    "read_block",
+    "read_block_file",
+    "remove_temp_files",
+    "rows_to_table",
+    "sorted_unique",
+    "table_rows",
+    "write_block",
+    "write_level0",
+]
