@@ -80,6 +80,23 @@ class Runtime(abc.ABC):
         """
 
     @abc.abstractmethod
+    def partition(self, side_a: list[str], side_b: list[str]) -> None:
+        """Cut the nodes of side_a from those of side_b: messages between them are lost."""
+
+    @abc.abstractmethod
+    def heal(self) -> None:
+        """Remove every partition."""
+
+    @abc.abstractmethod
+    def set_faults(self, src: str, dst: str, *, delay: tuple[float, float] | None = None,
+                   drop: float = 0.0) -> None:
+        """Delay and/or drop messages from node `src` to `dst` ('*' for every node)."""
+
+    @abc.abstractmethod
+    def clear_faults(self) -> None:
+        """Remove every delay and drop fault (partitions stay until `heal`)."""
+
+    @abc.abstractmethod
     def whereis(self, name: str) -> Pid | None: ...
 
     @abc.abstractmethod

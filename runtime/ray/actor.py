@@ -59,7 +59,7 @@ class ProcessActor:
         if opts.name is not None:
             proc.names.append(opts.name)
         self.proc = proc
-        self.registry.track.remote(self.pid)
+        kernel.transport.set_net(await self.registry.track.remote(self.pid))
         proc.start(self._loop)
         return self.pid
 
@@ -110,6 +110,13 @@ class ProcessActor:
 
     async def ping(self) -> str:
         return "pong"
+
+    @ray.method(concurrency_group="signals")
+    async def set_net(self, rules: Any) -> None:
+        """The runtime's network faults changed (see `BatchingTransport`)."""
+        loop = self._loop
+        if loop is not None and self.proc is not None:
+            loop.call_soon_threadsafe(self.kernel.transport.set_net, rules)
 
     # --- incoming traffic --------------------------------------------------------------------
 

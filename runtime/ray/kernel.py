@@ -25,6 +25,7 @@ from ..pid import Pid, Ref
 from ..reasons import NOPROC
 from .spawning import spawn_async
 from .transport import (
+    LOST,
     BatchingTransport,
     ClusterConfig,
     call_result,
@@ -63,6 +64,11 @@ class RayKernel:
         ref = self.transport.submit_call(dest, request)
         if ref is None:
             raise NoProc(f"no process {dest}")
+        if ref is LOST:  # a network fault dropped the request: only the timeout answers
+            if timeout is None:
+                await asyncio.get_running_loop().create_future()  # waits forever
+            await asyncio.sleep(timeout)
+            raise CallTimeout(f"call to {dest} timed out after {timeout} s")
         try:
             status, value = await _await_with_timeout(ref, timeout)
         except TimeoutError:

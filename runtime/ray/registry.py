@@ -25,6 +25,7 @@ from .transport import ACTOR_MAX_CONCURRENCY, NAMESPACE, ClusterConfig
 @ray.remote(num_cpus=0, max_restarts=0, max_concurrency=ACTOR_MAX_CONCURRENCY)
 class Registry:
     def __init__(self, config: ClusterConfig) -> None:
+        self.net_rules: Any = None
         self.config = config
         self.names: dict[str, Pid] = {}
         self.procs: dict[str, Pid] = {}
@@ -73,8 +74,16 @@ class Registry:
         finally:
             self._warming[node] -= 1
 
-    async def track(self, pid: Pid) -> None:
+    async def track(self, pid: Pid) -> Any:
+        """Follow `pid`; answers the network faults it must apply from now on."""
         self._track(pid)
+        return self.net_rules
+
+    async def set_net(self, rules: Any) -> list[Pid]:
+        """Record the runtime's network faults; answers the processes to tell. A process
+        tracked after this learns them from `track`, so none is missed."""
+        self.net_rules = rules
+        return list(self.procs.values())
 
     def _track(self, pid: Pid) -> None:
         if pid.id not in self.procs and pid.id not in self._followers:

@@ -7,8 +7,10 @@ Every call is synchronous and bounded by a timeout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 import time
 import uuid
 from typing import Any
@@ -23,6 +25,7 @@ from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, MessageSignal
 from ..pid import Pid
 from ..reasons import KILL
+from ..sim.network import Network
 from ..validation import make_spawn_opts
 from .registry import start_registry
 from .spawning import spawn_sync
@@ -74,6 +77,7 @@ class RayRuntime(Runtime):
                                     place_nodes(self.nodes), reap_delay, warm_pool)
         self.registry = start_registry(self.config)
         self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
+        self.net = Network(random.Random(), cross_node_delay=(0.0, 0.0))
 
     @property
     def cluster(self) -> str:
@@ -142,6 +146,40 @@ class RayRuntime(Runtime):
         for pid in victims:
             ray.kill(pid.handle)
         return victims
+
+    def partition(self, side_a: list[str], side_b: list[str]) -> None:
+        """Cut the nodes apart: messages and call requests across the cut are lost."""
+        self.net.partition([self._node(n) for n in side_a], [self._node(n) for n in side_b])
+        self._push_net()
+
+    def heal(self) -> None:
+        self.net.heal()
+        self._push_net()
+
+    def set_faults(self, src: str, dst: str, *, delay: tuple[float, float] | None = None,
+                   drop: float = 0.0) -> None:
+        """Delay and/or drop messages from node `src` to `dst` ('*' for every node)."""
+        self.net.set_faults(self._node(src), dst if dst == "*" else self._node(dst),
+                            delay=delay, drop=drop)
+        self._push_net()
+
+    def clear_faults(self) -> None:
+        self.net.clear_faults()
+        self._push_net()
+
+    def _node(self, node: str) -> str:
+        if node not in self.nodes:
+            raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
+        return node
+
+    def _push_net(self) -> None:
+        """Every process applies the new rules before this returns."""
+        rules = self.net.rules()
+        pids: list[Pid] = ray.get(self.registry.set_net.remote(rules), timeout=30)
+        refs = [p.handle.set_net.remote(rules) for p in pids]
+        for ref in refs:
+            with contextlib.suppress(RayActorError):  # a process that ended meanwhile
+                ray.get(ref, timeout=30)
 
     def whereis(self, name: str) -> Pid | None:
         pid: Pid | None = ray.get(self.registry.whereis.remote(name), timeout=30)

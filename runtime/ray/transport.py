@@ -8,6 +8,7 @@ keep per-sender order, so every signal carries (sender id, seq) with seq countin
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from ..messages import (
 from ..pid import Pid
 from ..reasons import KILLED, NOPROC
 from ..serialization import check_serializable
+from ..sim.network import NetRules, Network
 
 NAMESPACE = "sediment"
 SIGNAL_TYPES = (ExitSignal, LinkSignal, UnlinkSignal, FailpointSignal)
@@ -174,6 +176,9 @@ class Transport:
         return ref
 
 
+LOST = object()  # submit_call's answer for a request the network fault dropped
+
+
 class BatchingTransport(Transport):
     """Coalesces the messages a process sends one receiver in one event-loop turn.
 
@@ -181,6 +186,14 @@ class BatchingTransport(Transport):
     decided at the call); the Ray call that carries them goes out at the end of the
     turn, one per receiver, at most `max_batch` messages each. A burst of N sends costs
     one actor call instead of N.
+
+    Network faults (`set_net`: partitions, per-link delay and loss, the same rules as the
+    sim backend's `Network`) are applied here, at the sender, to messages and call
+    requests between different logical nodes: a lost message takes no sequence number,
+    so the receiver's stream has no gap; a delayed one keeps its number and the
+    receiver's reorder buffer holds what follows until it arrives (FIFO per pair, like a
+    TCP connection). Exit, link and failpoint signals, and call replies (they return on
+    the request's Ray call), are not affected.
     """
 
     def __init__(self, config: ClusterConfig, sender_id: str, node: str,
@@ -189,6 +202,36 @@ class BatchingTransport(Transport):
         self.max_batch = max_batch
         self._outbox: dict[str, tuple[Any, int, list[Signal]]] = {}
         self._flush_scheduled = False
+        self._net: Network | None = None
+
+    def set_net(self, rules: NetRules | None) -> None:
+        """Apply the runtime's current network faults (None or empty: none)."""
+        if rules is None or (not rules.partitions and not rules.faults):
+            self._net = None
+            return
+        net = self._net or Network(random.Random(), cross_node_delay=(0.0, 0.0))
+        net.load(rules)
+        self._net = net
+
+    def _route(self, dest: Pid) -> float | None:
+        """Delay before a message to `dest` leaves (0: now), None if the fault drops it."""
+        if self._net is None or dest.node == self.node:
+            return 0.0
+        return self._net.route(self.node, dest.node)
+
+    def _send_later(self, delay: float, dest: Pid, handle: Any, seq: int,
+                    signal: Signal) -> None:
+        def go() -> None:
+            self._count(1)
+            handle.deliver.remote(self.sender_id, seq, signal)
+
+        asyncio.get_running_loop().call_later(delay, go)
+
+    def submit_call(self, dest: Pid, request: Any) -> Any | None:
+        delay = self._route(dest)
+        if delay is None:
+            return LOST if self.handle(dest) is not None else None
+        return super().submit_call(dest, request)
 
     def submit(self, dest: Pid, signal: Signal) -> bool:
         if isinstance(signal, SIGNAL_TYPES):
@@ -198,6 +241,16 @@ class BatchingTransport(Transport):
             return False
         if isinstance(signal, MessageSignal):
             check_serializable(signal.payload)
+        delay = self._route(dest)
+        if delay is None:
+            return True  # lost on the way: the sender cannot tell
+        if delay > 0:
+            if dest.id in self._outbox:
+                self._send_box(dest.id)
+            seq = self._seq.get(dest.id, 0) + 1
+            self._seq[dest.id] = seq
+            self._send_later(delay, dest, handle, seq, signal)
+            return True
         seq = self._seq.get(dest.id, 0) + 1
         self._seq[dest.id] = seq
         box = self._outbox.get(dest.id)

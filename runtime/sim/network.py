@@ -23,6 +23,14 @@ class LinkFaults:
     drop: float = 0.0
 
 
+@dataclass(frozen=True)
+class NetRules:
+    """A network's faults as a picklable value: cut node pairs and per-link faults."""
+
+    partitions: frozenset[frozenset[str]] = frozenset()
+    faults: tuple[tuple[tuple[str, str], tuple[float, float, float]], ...] = ()
+
+
 @dataclass
 class Network:
     rng: random.Random
@@ -52,6 +60,17 @@ class Network:
 
     def heal(self) -> None:
         self.partitions.clear()
+
+    def rules(self) -> NetRules:
+        """The faults as plain data, to hand to another process (the Ray backend)."""
+        return NetRules(frozenset(self.partitions),
+                        tuple((k, (f.delay_min, f.delay_max, f.drop))
+                              for k, f in sorted(self.faults.items())))
+
+    def load(self, rules: NetRules) -> None:
+        """Replace the faults by `rules` (partitions and per-link faults)."""
+        self.partitions = set(rules.partitions)
+        self.faults = {k: LinkFaults(*v) for k, v in rules.faults}
 
     def connected(self, a: str, b: str) -> bool:
         if self.down and (a in self.down or b in self.down):

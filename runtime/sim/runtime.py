@@ -102,6 +102,9 @@ class SimRuntime(Runtime):
         self.kernel.net.set_faults(self._node(src), dst if dst == "*" else self._node(dst),
                                    delay=delay, drop=drop)
 
+    def clear_faults(self) -> None:
+        self.kernel.net.clear_faults()
+
     def whereis(self, name: str) -> Pid | None:
         return self.kernel.names.get(name)
 
