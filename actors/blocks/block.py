@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -280,6 +280,180 @@ def read_block_file(path: str, meta: BlockMeta) -> pa.Table:
     return table
 
 
+_HASH_CHUNK: Final = 1 << 20
+
+
+def verify_block(root: str, meta: BlockMeta) -> str:
+    """`read_block`'s checks without loading the rows; the file's path.
+
+    For a reader that scans the file itself (Spark): MissingBlock if it is not there,
+    CorruptBlock if its size, checksum, footer, schema, embedded metadata or row count is
+    not the block's. The file is hashed in chunks, so memory stays flat. A file whose
+    checksum is the one recorded at write time holds exactly the rows the writer
+    validated, so the rows themselves need no second check here."""
+    return verify_block_file(block_path(root, meta.shard, meta.id), meta)
+
+
+def verify_block_file(path: str, meta: BlockMeta) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    size = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_HASH_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise MissingBlock(meta.id, path) from None
+    if size != meta.size_bytes:
+        raise CorruptBlock(meta.id, path, f"{size} bytes, metadata says {meta.size_bytes}")
+    if digest.hexdigest() != meta.checksum:
+        raise CorruptBlock(meta.id, path, "checksum mismatch")
+    try:
+        parquet = pq.ParquetFile(path)
+        schema, num_rows = parquet.schema_arrow, parquet.metadata.num_rows
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise CorruptBlock(meta.id, path, f"{type(err).__name__}: {err}") from err
+    embedded = (schema.metadata or {}).get(META_KEY)
+    try:
+        stamped = meta_from_json(json.loads(embedded)) if embedded else None
+    except ValueError:
+        stamped = None
+    if stamped != _unsized(meta):
+        raise CorruptBlock(meta.id, path, "embedded metadata is not the block's")
+    if not schema.remove_metadata().equals(SCHEMA):
+        raise CorruptBlock(meta.id, path, "not the block schema")
+    if num_rows != meta.row_count:
+        raise CorruptBlock(meta.id, path, "rows do not match the metadata")
+    return path
+
+
+# ---- streaming writes ---------------------------------------------------------
+
+BatchSource = Callable[[], Iterable[pa.RecordBatch]]
+"""Record batches of a block in (key, revision) order; every call starts them again."""
+
+# pq.write_table's own row-group length: the streaming writer cuts row groups where
+# write_table would, so the same rows give the same file, byte for byte.
+_ROW_GROUP_ROWS: Final = 1024 * 1024
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over a batch stream has seen: the block's bounds so far."""
+
+    rows: int = 0
+    min_revision: int = 0
+    max_revision: int = 0
+    first_key: bytes = b""
+    last: tuple[bytes, int] | None = None
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Check one batch (InvalidRows) and extend the bounds with it."""
+        table = pa.Table.from_batches([batch])
+        problem = check_table(table)
+        if problem is not None:
+            raise InvalidRows(problem)
+        if table.num_rows == 0:
+            return
+        first = (bytes(table["key"][0].as_py()), int(table["revision"][0].as_py()))
+        if self.last is not None and not self.last < first:
+            raise InvalidRows("rows not sorted by (key, revision) across batches, "
+                              "or a (key, revision) twice")
+        low, high = (int(v.as_py()) for v in pc.min_max(table["revision"]).values())
+        if self.rows == 0:
+            self.first_key, self.min_revision, self.max_revision = first[0], low, high
+        self.min_revision = min(self.min_revision, low)
+        self.max_revision = max(self.max_revision, high)
+        self.rows += table.num_rows
+        self.last = (bytes(table["key"][-1].as_py()), int(table["revision"][-1].as_py()))
+
+    def meta(self, *, block_id: str, shard: int, level: int, created_at: float,
+             compaction_revision: int) -> BlockMeta:
+        """The metadata `describe` gives for the whole stream as one table."""
+        if self.rows == 0 or self.last is None:
+            return describe(empty_table(), block_id=block_id, shard=shard, level=level,
+                            created_at=created_at, compaction_revision=compaction_revision)
+        return BlockMeta(block_id, shard, level, self.min_revision, self.max_revision,
+                         self.first_key, self.last[0], self.rows, 0, float(created_at),
+                         compaction_revision)
+
+
+def _scan(source: BatchSource) -> _Scan:
+    scan = _Scan()
+    for batch in source():
+        scan.add(batch)
+    return scan
+
+
+def _row_groups(source: BatchSource, scan: _Scan) -> Iterator[pa.Table]:
+    """The stream regrouped into tables of `_ROW_GROUP_ROWS` rows (the last may be
+    shorter), each one contiguous chunk; `scan` checks it again on the way."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in source():
+        scan.add(batch)
+        pending.append(batch)
+        held += batch.num_rows
+        while held >= _ROW_GROUP_ROWS:
+            table = pa.Table.from_batches(pending, schema=SCHEMA).combine_chunks()
+            yield table.slice(0, _ROW_GROUP_ROWS)
+            rest = table.slice(_ROW_GROUP_ROWS)
+            pending, held = rest.to_batches(), rest.num_rows
+    if held:
+        yield pa.Table.from_batches(pending, schema=SCHEMA).combine_chunks()
+
+
+def write_block_batches(root: str, source: BatchSource, *, block_id: str, shard: int,
+                        level: int, created_at: float, compaction_revision: int = 0,
+                        fp: Failpoint = no_fp) -> BlockMeta:
+    """`write_block` for rows that arrive as record batches (a merge's output files).
+
+    Two passes over `source`, so memory holds one row group, not the block: the first
+    checks the rows (InvalidRows, before any file is created) and computes the
+    metadata the file embeds; the second writes. The file is the one `write_block`
+    writes for the same rows, and the same rules hold: temporary file, fsync, rename;
+    an existing block is kept only if it holds exactly these rows (else BlockConflict).
+    """
+    first = _scan(source)
+    meta = first.meta(block_id=block_id, shard=shard, level=level, created_at=created_at,
+                      compaction_revision=compaction_revision)
+    path = block_path(root, shard, block_id)
+    directory = os.path.dirname(path)
+    makedirs_durable(directory)
+    if os.path.exists(path):
+        rows = pa.Table.from_batches(list(source()), schema=SCHEMA).combine_chunks()
+        return _existing(path, rows, meta)
+    fd, tmp = tempfile.mkstemp(prefix=f".{block_id}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            stamped = SCHEMA.with_metadata({META_KEY: _embedded(meta)})
+            second = _Scan()
+            with pq.ParquetWriter(out, stamped, compression=COMPRESSION,
+                                  write_page_checksum=True) as writer:
+                wrote = False
+                for group in _row_groups(source, second):
+                    writer.write_table(group)
+                    wrote = True
+                if not wrote:
+                    writer.write_table(empty_table())
+            if second != first:
+                raise InvalidRows("the batch source changed between its two passes")
+            out.flush()
+            os.fsync(out.fileno())
+        fp("block.after_temp_sync")
+        with open(tmp, "rb") as written:
+            data = written.read()
+        fp("block.before_rename")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fp("block.after_rename")
+    fsync_dir(directory)
+    return replace(meta, size_bytes=len(data), checksum=file_checksum(data))
+
+
 def delete_block_file(root: str, shard: int, block_id: str) -> bool:
     """Remove a block's file (a tombstone's cleanup); False if it was already gone."""
     path = block_path(root, shard, block_id)
@@ -323,6 +497,7 @@ __all__ = [
     "BLOCK_FAILPOINTS",
     "FLAG_TOMBSTONE",
     "SCHEMA",
+    "BatchSource",
     "BlockMeta",
     "Row",
     "block_path",
@@ -339,6 +514,9 @@ __all__ = [
     "rows_to_table",
     "sorted_unique",
     "table_rows",
+    "verify_block",
+    "verify_block_file",
     "write_block",
+    "write_block_batches",
     "write_level0",
 ]
