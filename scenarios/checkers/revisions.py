@@ -1,0 +1,174 @@
+"""Revisions never go backwards (etcd #17780: the revision decreased after a crash during
+compaction; #15271: a watch travelled back in time after a partition).
+
+Rules, each with the operations that break it:
+- client: the header revisions a client gets never decrease (a client runs one
+  operation at a time), so a reader never sees a head below a revision it already had
+  acknowledged — and an ErrFutureRev for a revision it already saw is wrong;
+- watch: a watch's response headers and event revisions never decrease;
+- compact: the compact revision never decreases in real time. It is observed by a
+  successful Compact (at least r after it), an ErrCompacted (exactly its revision,
+  inside the call), a watch canceled as compacted, and a successful read at a past
+  revision (the compact revision was at most that revision, inside the call). Once a
+  compact revision c is established, a later call (invoked after) must not see a smaller
+  one, a read below c must not succeed, a Compact to c or below must not succeed, and no
+  header may be below c (head >= compact revision).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sediment.actors.kv.types import Compact, Range, Txn
+from sediment.scenarios.checkers.result import CheckResult, Evidence, passed, violated
+from sediment.scenarios.history import ERR_COMPACTED, ERR_FUTURE_REV, History, Op
+
+NAME = "revisions_monotonic"
+MAX_DETAILS = 10
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str
+    message: str
+    evidence: tuple[Evidence, ...]
+
+
+def _header(op: Op) -> int | None:
+    if op.outcome != "ok":
+        return None
+    rev = getattr(op.result, "revision", None)
+    return rev if isinstance(rev, int) else None
+
+
+def _read_revisions(op: Op) -> list[int]:
+    """Explicit past revisions an op read at."""
+    r = op.args
+    if isinstance(r, Range):
+        return [r.revision] if r.revision else []
+    if isinstance(r, Txn):
+        return [o.revision for o in (*r.success, *r.failure) if isinstance(o, Range) and o.revision]
+    return []
+
+
+def _clients(history: History) -> Iterator[Problem]:
+    best: dict[int, tuple[int, Op]] = {}  # client -> highest header seen, from which op
+    for op in sorted(history.ops, key=lambda o: o.invoke_t):
+        seen = best.get(op.client)
+        if seen is not None:
+            rev, where = seen
+            h = _header(op)
+            if h is not None and h < rev:
+                yield Problem("client", f"c{op.client} saw revision {rev}, then header {h}",
+                              (where, op))
+            if op.error == ERR_FUTURE_REV and any(r <= rev for r in _read_revisions(op)):
+                yield Problem("client", f"c{op.client} saw revision {rev}, then ErrFutureRev "
+                              f"for revision {min(_read_revisions(op))}", (where, op))
+        h = _header(op)
+        if h is not None and (seen is None or h > seen[0]):
+            best[op.client] = (h, op)
+
+
+def _watches(history: History) -> Iterator[Problem]:
+    for w in history.watches:
+        header, event = 0, 0
+        for i, r in enumerate(w.responses):
+            if r.revision < header:
+                yield Problem("watch", f"watch {w.handle} response {i}: header {r.revision} "
+                              f"after {header}", (w,))
+            header = max(header, r.revision)
+            for e in r.events:
+                rev = e.kv.mod_revision
+                if rev < event:
+                    yield Problem("watch", f"watch {w.handle} response {i}: event at {rev} "
+                                  f"after {event}", (w,))
+                event = max(event, rev)
+
+
+@dataclass(frozen=True)
+class _Fact:
+    """The compact revision was >= `at_least` from time `known` on (source: why)."""
+
+    known: float
+    at_least: int
+    source: Evidence
+
+
+def _facts(history: History) -> list[_Fact]:
+    out = []
+    for op in history.ops:
+        if op.outcome == "ok" and isinstance(op.args, Compact):
+            out.append(_Fact(op.end, op.args.revision, op))
+        elif op.error == ERR_COMPACTED:
+            rev = getattr(op.result, "compact_revision", 0)
+            if rev:
+                out.append(_Fact(op.end, rev, op))
+    for w in history.watches:
+        if w.end_reason == "compacted" and w.compact_revision and w.end_t is not None:
+            out.append(_Fact(w.end_t, w.compact_revision, w))
+    return sorted(out, key=lambda f: f.known)
+
+
+def _compact(history: History) -> Iterator[Problem]:
+    facts = _facts(history)
+    times = [f.known for f in facts]
+    # best[i]: the fact with the highest revision among facts[: i + 1]
+    best: list[_Fact] = []
+    for f in facts:
+        best.append(f if not best or f.at_least > best[-1].at_least else best[-1])
+
+    def established(t: float) -> _Fact | None:
+        i = bisect.bisect_left(times, t)  # facts known strictly before t
+        return best[i - 1] if i else None
+
+    for op in history.ops:
+        fact = established(op.invoke_t)
+        if fact is None:
+            continue
+        c = fact.at_least
+        if op.error == ERR_COMPACTED:
+            seen = getattr(op.result, "compact_revision", 0)
+            if seen and seen < c:
+                yield Problem("compact", f"compact revision {c} was established, then "
+                              f"ErrCompacted reported {seen}", (fact.source, op))
+        if op.outcome != "ok":
+            continue
+        below = [r for r in _read_revisions(op) if r < c]
+        if below:
+            yield Problem("compact", f"compact revision {c} was established, then a read at "
+                          f"{min(below)} succeeded", (fact.source, op))
+        if isinstance(op.args, Compact) and op.args.revision <= c:
+            yield Problem("compact", f"compact revision {c} was established, then Compact "
+                          f"{op.args.revision} succeeded", (fact.source, op))
+        h = _header(op)
+        if h is not None and h < c:
+            yield Problem("compact", f"compact revision {c} was established, then header {h} "
+                          "is below it", (fact.source, op))
+    for w in history.watches:
+        fact = established(w.open_t)
+        if fact is not None and w.end_reason == "compacted" and 0 < w.compact_revision < (
+            fact.at_least
+        ):
+            yield Problem("compact", f"compact revision {fact.at_least} was established, then "
+                          f"watch {w.handle} was canceled at {w.compact_revision}",
+                          (fact.source, w))
+
+
+def problems(history: History) -> list[Problem]:
+    return [*_clients(history), *_watches(history), *_compact(history)]
+
+
+def check(history: History) -> CheckResult:
+    found = problems(history)
+    if not found:
+        return passed(NAME)
+    first = found[0]
+    details = [f"{p.rule}: {p.message}" for p in found[1:MAX_DETAILS]]
+    if len(found) > MAX_DETAILS:
+        details.append(f"... {len(found) - MAX_DETAILS} more")
+    return violated(NAME, f"{first.rule}: {first.message}", first.evidence, details)
+
+
+__all__ = ["NAME", "Problem", "check", "problems"]
