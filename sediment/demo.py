@@ -1,4 +1,5 @@
-"""The headline demo: a supervision tree on an embedded local Ray, broken on purpose.
+"""The demos: the KV (default, `sediment/kv_demo.py`) and the supervision tree on an
+embedded local Ray, broken on purpose (`--supervision`).
 
 It starts three logical nodes, a top supervisor with workers spread over them and a
 nested supervisor, then kills a worker with `ray.kill` and later a whole logical node,
@@ -90,16 +91,34 @@ def wait_for_restart(rt: api.Runtime, sup: Pid, child: str, old: Pid, t0: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sediment demo", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="sediment demo",
+        description="The KV demo (sediment/kv_demo.py): watch-aware compaction on a 3-node "
+                    "cluster with the leader killed; --supervision runs the supervision "
+                    "tree demo instead.")
     parser.add_argument("--backend", choices=api.BACKENDS, default="ray")
+    parser.add_argument("--supervision", action="store_true",
+                        help="the supervision-tree demo (restarts after ray.kill)")
     args = parser.parse_args(argv)
     if "SEDIMENT_LOG_LEVEL" not in os.environ:
         log.configure(level="warning")  # the demo narrates; logs only for trouble
+    if not args.supervision:
+        from sediment import kv_demo
+
+        if "SEDIMENT_LOG_LEVEL" not in os.environ:  # the kills it makes log as errors
+            log.configure(level="critical")
+
+        return kv_demo.run(args.backend)
+    return supervision_demo(args.backend)
+
+
+def supervision_demo(backend: str) -> int:
+    """The runtime's demo: a supervision tree on three nodes, a worker and a node killed."""
     out = print
-    how = "ray.kill" if args.backend == "ray" else "a simulated crash"
+    how = "ray.kill" if backend == "ray" else "a simulated crash"
     t_start = time.monotonic()
-    out(f"starting a {args.backend} runtime with logical nodes n1, n2, n3 ...")
-    rt = api.start(args.backend, nodes=("n1", "n2", "n3"))
+    out(f"starting a {backend} runtime with logical nodes n1, n2, n3 ...")
+    rt = api.start(backend, nodes=("n1", "n2", "n3"))
     try:
         sink = rt.spawn(report_sink, label="reports")
         sup = build_tree(rt, sink)
