@@ -61,23 +61,23 @@ MERGE_CASES: list[tuple[str, list[list[Spec]], int, list[Spec]]] = [
     ("latest at or below C plus everything above",
      [[(1, "k", "a"), (3, "k", "b")], [(7, "k", "c"), (9, "k", "d")]], 5,
      [(3, "k", "b"), (7, "k", "c"), (9, "k", "d")]),
-    ("tombstone below C as the latest: the key's rows are gone",
-     [[(1, "k", "a"), (3, "k", None)]], 5, []),
+    ("tombstone below C as the latest is kept: it hides older puts in other blocks",
+     [[(1, "k", "a"), (3, "k", None)]], 5, [(3, "k", None)]),
     ("tombstone exactly at C is kept (a watch from C replays it)",
      [[(1, "k", "a"), (5, "k", None)]], 5, [(5, "k", None)]),
     ("tombstone below C with a newer put above C",
-     [[(1, "k", "a"), (3, "k", None)], [(7, "k", "b")]], 5, [(7, "k", "b")]),
+     [[(1, "k", "a"), (3, "k", None)], [(7, "k", "b")]], 5, [(3, "k", None), (7, "k", "b")]),
     ("put after a tombstone, both at or below C",
      [[(1, "k", "a"), (2, "k", None), (4, "k", "b")]], 5, [(4, "k", "b")]),
     ("tombstone above C is kept with the latest put below",
      [[(1, "k", "a"), (7, "k", None)]], 5, [(1, "k", "a"), (7, "k", None)]),
-    ("tombstone just below C is dropped",
-     [[(1, "k", "a"), (4, "k", None)]], 5, []),
+    ("tombstone just below C is kept as the latest",
+     [[(1, "k", "a"), (4, "k", None)]], 5, [(4, "k", None)]),
     ("C below every row keeps every row",
      [[(6, "k", "a"), (8, "k", "b")]], 5, [(6, "k", "a"), (8, "k", "b")]),
     ("keys are compacted independently",
      [[(1, "a", "1"), (2, "b", "1"), (3, "a", None)], [(4, "b", "2"), (6, "a", "3")]], 5,
-     [(6, "a", "3"), (4, "b", "2")]),
+     [(3, "a", None), (6, "a", "3"), (4, "b", "2")]),
     ("exact duplicates across sources count once",
      [[(1, "k", "a"), (2, "k", "b")], [(2, "k", "b")]], 0, [(1, "k", "a"), (2, "k", "b")]),
     ("no sources, no rows", [], 5, []),
@@ -293,7 +293,8 @@ def test_run_job_merges_into_the_block_its_token_names(tmp_path: Path) -> None:
     assert result.source_blocks == (a.id, b.id)
     assert out.id == compacted_block_id(2, 0, (a.id, b.id), 7)
     assert (out.shard, out.level, out.compaction_revision, out.created_at) == (2, 1, 4, 50.0)
-    assert specs_of(blk.read_block(str(tmp_path), out)) == [(4, "b", "2"), (5, "c", "1")]
+    assert specs_of(blk.read_block(str(tmp_path), out)) == [
+        (3, "a", None), (4, "b", "2"), (5, "c", "1")]
 
 
 @pytest.mark.parametrize("damage", ["missing", "flipped byte in a page", "truncated"])

@@ -3,12 +3,13 @@
 Semantics (etcd's key index compaction, `real_systems.md` §1, made physical): with
 compaction revision C, for every key
 - every row above C is kept;
-- of its rows at or below C only the latest is kept (what a read at C returns);
-- that latest row is dropped too if it is a tombstone below C: a read at any revision
-  >= C finds the key absent with or without it, and no watch may start below C.
-  A tombstone exactly at C is kept, as etcd keeps a generation whose tombstone is at the
-  compact revision: a history read (a watch) starting at C must still see that delete
-  (etcd #18089/#19179; `Store.events` replays tombstones at the compact revision).
+- of its rows at or below C only the latest is kept (what a read at C returns), even
+  when it is a tombstone. A job merges some of a shard's blocks, not all: an older put
+  of the key may sit in a live block outside the job (a higher level), and dropping the
+  delete that supersedes it would bring it back in every read at or above C. (A
+  tombstone exactly at C must stay anyway: a watch starting at C sees that delete,
+  etcd #18089/#19179.) Dropping dead tombstones needs a merge that holds every older
+  row of the key; none is planned yet, so they cost one row per deleted key.
 C = 0 drops nothing. This is the row set the hot store's value-only compaction keeps
 values for (`actors/kv/store.py`), minus the compacted rows themselves, which the hot
 store keeps as value-less skeletons only for create_revision/version bookkeeping; so
@@ -85,7 +86,6 @@ def compact_table(table: pa.Table, compaction_revision: int) -> pa.Table:
     if c <= 0 or table.num_rows == 0:
         return table
     revs = table["revision"].to_numpy()
-    tomb = (table["flags"].to_numpy() & blk.FLAG_TOMBSTONE) != 0
     at_or_below = revs <= c
     next_same_key = np.zeros(table.num_rows, dtype=bool)
     if table.num_rows > 1:
@@ -93,7 +93,7 @@ def compact_table(table: pa.Table, compaction_revision: int) -> pa.Table:
     next_at_or_below = np.zeros(table.num_rows, dtype=bool)
     next_at_or_below[:-1] = at_or_below[1:]
     latest = at_or_below & ~(next_same_key & next_at_or_below)
-    keep = ~at_or_below | (latest & ~(tomb & (revs < c)))
+    keep = ~at_or_below | latest  # a latest tombstone stays: see the module docstring
     return table.filter(pa.array(keep))
 
 

@@ -125,9 +125,8 @@ def merged_rows(frame: DataFrame, compaction_revision: int, partitions: int) -> 
     conflict = same_revision & ~duplicate
     survives: Column = F.lit(True)
     if c > 0:
-        tombstone = flags.bitwiseAND(blk.FLAG_TOMBSTONE) != 0
         is_latest = F.coalesce(revision == F.col("_latest"), F.lit(False))
-        survives = (revision > c) | (is_latest & ~(tombstone & (revision < c)))
+        survives = (revision > c) | is_latest  # merge.py: a latest tombstone stays
     return (framed.where(~duplicate & (conflict | survives))
             .select("revision", "key", "value", "flags", conflict.alias(CONFLICT))
             .sortWithinPartitions("key", "revision"))

@@ -1,0 +1,200 @@
+"""The compaction service process: Pyroscope's PollCompactionJobs on the metastore leader.
+
+The node's blocks process starts it (linked, registered as `service_name(node)`) when
+the local raft member leads, and stops it when leadership goes. It decides nothing
+itself; the metastore machine does (`service.prepare_plan` / `apply_plan`):
+
+1. A worker calls ("poll", PollRequest). The service proposes `PreparePlan(request)`
+   through its local raft member: the machine plans at that entry, whose index is the
+   fencing token of every assignment and whose timestamp is the lease clock.
+2. It proposes the returned `PlanUpdate` as `ApplyPlan`; every replica applies it
+   (refused if the term changed in between) and the result is the worker's
+   `PollResponse`: ("ok", response). A raft refusal passes on ("not_leader", hint);
+   a refused plan or an unreachable member is ("error", reason).
+
+Polls are served one at a time, in arrival order, so no plan is prepared from a state
+another plan is about to change. Polls that arrive meanwhile wait in a bounded queue;
+past `max_pending_polls` they are answered ("busy",) at once. Lease expiry needs no
+timer: an abandoned job is reassigned by the planning of the next poll.
+
+Cleanup: every `cleanup_interval` the service reads the committed tombstones and
+deletes the files of those whose cleanup delay has passed, measured on the raft clock
+(the entry time of its latest plan, never its own clock). Jobs also carry due
+tombstones to their workers (the planner's part, as in Pyroscope); deleting twice is
+harmless, and the sweep reclaims files when no job comes along to carry them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment import log
+from sediment.actors.blocks import merge
+from sediment.actors.blocks import planner as pl
+from sediment.actors.blocks.errors import ErrMalformedCommand
+from sediment.actors.blocks.jobs import PlanUpdate, PollRequest, PollResponse
+from sediment.actors.blocks.metastore import (
+    ApplyPlan,
+    PreparePlan,
+    TombstonesQuery,
+    TombstonesResult,
+)
+from sediment.actors.blocks.shell.config import BlocksConfig
+from sediment.actors.blocks.shell.names import METASTORE_GROUP
+from sediment.actors.blocks.shell.offload import run_blocking
+from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.errors import CallError, ReceiveTimeout
+from sediment.runtime.messages import Call
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.blocks.service")
+
+AFTER_PREPARE = "blocks.service.after_prepare"  # failpoint: the plan is prepared, not applied
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """The cleanup timer."""
+
+
+@dataclass
+class _Service:
+    ctx: Process
+    config: BlocksConfig
+    term: int
+    raft: Pid
+    waiting: deque[Call] = field(default_factory=deque)
+    raft_time: float | None = None  # entry time of the latest applied plan
+    swept: set[str] = field(default_factory=set)  # tombstones whose files are gone
+    served: int = 0
+    refused: int = 0
+    deleted: int = 0
+
+
+async def compaction_service(ctx: Process, config: BlocksConfig, term: int) -> None:
+    """Process entry: serve polls for the leader of `term` until stopped."""
+    node = ctx.self().node
+    raft = await ctx.whereis(raft_name(METASTORE_GROUP, node))
+    if raft is None:
+        raise RuntimeError(f"the metastore raft member on {node} is not running")
+    svc = _Service(ctx, config, term, raft)
+    ctx.send_after(config.cleanup_interval, ctx.self(), _Sweep())
+    _logger.info("compaction service up", term=term)
+    while True:
+        await _collect(svc)
+        if svc.waiting:
+            await _serve(svc, svc.waiting.popleft())
+
+
+async def _collect(svc: _Service) -> None:
+    """Take what the mailbox holds (waiting for one message if no poll is queued)."""
+    ctx = svc.ctx
+    if not svc.waiting:
+        await _take(svc, await ctx.receive())
+    while True:
+        try:
+            msg = await ctx.receive(timeout=0)
+        except ReceiveTimeout:
+            return
+        await _take(svc, msg)
+
+
+async def _take(svc: _Service, msg: Any) -> None:
+    ctx = svc.ctx
+    if isinstance(msg, _Sweep):
+        await _sweep(svc)
+        ctx.send_after(svc.config.cleanup_interval, ctx.self(), _Sweep())
+        return
+    if not isinstance(msg, Call):
+        _logger.warning("compaction service got an unexpected message", message=repr(msg)[:200])
+        return
+    request = msg.request
+    kind = request[0] if isinstance(request, tuple) and request else None
+    if kind == "poll" and len(request) == 2:
+        if not isinstance(request[1], PollRequest):
+            ctx.reply(msg.from_, ("error", ErrMalformedCommand(
+                f"a poll carries a PollRequest, got {type(request[1]).__name__}")))
+        elif len(svc.waiting) >= svc.config.max_pending_polls:
+            ctx.reply(msg.from_, ("busy",))
+        else:
+            svc.waiting.append(msg)
+    elif kind == "status":
+        ctx.reply(msg.from_, {"node": ctx.self().node, "term": svc.term, "served": svc.served,
+                              "refused": svc.refused, "waiting": len(svc.waiting),
+                              "raft_time": svc.raft_time, "deleted_files": svc.deleted})
+    else:
+        ctx.reply(msg.from_, ("error", ("unknown_request", repr(request)[:200])))
+
+
+async def _serve(svc: _Service, call: Call) -> None:
+    """One poll: prepare, then apply, through the local raft member."""
+    ctx = svc.ctx
+    prepared = await _propose(svc, PreparePlan(call.request[1]))
+    if prepared[0] != "ok" or not isinstance(prepared[2], PlanUpdate):
+        svc.refused += 1
+        ctx.reply(call.from_, _refusal(prepared))
+        return
+    await ctx.failpoint(AFTER_PREPARE)
+    applied = await _propose(svc, ApplyPlan(prepared[2]))
+    if applied[0] != "ok" or not isinstance(applied[2], PollResponse):
+        svc.refused += 1
+        _logger.info("plan not applied", reply=repr(applied)[:200])
+        ctx.reply(call.from_, _refusal(applied))
+        return
+    response: PollResponse = applied[2]
+    svc.served += 1
+    svc.raft_time = response.now if svc.raft_time is None else max(svc.raft_time, response.now)
+    ctx.reply(call.from_, ("ok", response))
+
+
+def _refusal(reply: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a worker is told when a proposal did not give a plan or a response."""
+    if reply[0] == "ok":
+        return ("error", reply[2])  # the machine's refusal (a MetastoreError)
+    if reply[0] == "not_leader":
+        return reply
+    return ("error", reply[1:])
+
+
+async def _propose(svc: _Service, command: Any) -> tuple[Any, ...]:
+    """("ok", index, result) | ("not_leader", hint) | ("error", ...), never raising."""
+    try:
+        reply = await svc.ctx.call(svc.raft, ("propose", command),
+                                   timeout=svc.config.propose_timeout)
+    except CallError as err:
+        return ("error", "raft_unavailable", str(err)[:200])
+    if isinstance(reply, tuple) and reply and reply[0] in ("ok", "not_leader", "error"):
+        return reply
+    return ("error", "unexpected_reply", repr(reply)[:200])
+
+
+async def _sweep(svc: _Service) -> None:
+    """Delete the files of committed tombstones whose cleanup delay passed (raft time)."""
+    if svc.raft_time is None:
+        return  # no raft clock reading in this term yet
+    try:
+        found = await svc.ctx.call(svc.raft, ("query", TombstonesQuery()),
+                                   timeout=svc.config.propose_timeout)
+    except CallError:
+        return
+    if not isinstance(found, TombstonesResult):
+        return
+    svc.swept &= {t.name for t in found.tombstones}  # bounded by the index's tombstones
+    due = [t for t in pl.due_tombstones(found.tombstones, svc.config.metastore.planner,
+                                        svc.raft_time) if t.name not in svc.swept]
+    if not due:
+        return
+    try:
+        removed = await run_blocking(merge.cleanup, svc.config.root, due)
+    except OSError as err:
+        _logger.error("tombstone cleanup failed", error=str(err)[:200])
+        return
+    svc.swept.update(t.name for t in due)
+    svc.deleted += removed
+    _logger.info("tombstoned blocks deleted", tombstones=len(due), files=removed)
+
+
+__all__ = ["AFTER_PREPARE", "compaction_service"]
