@@ -133,12 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             row: dict[str, Any] = {"size_mb": size, "rows": rows, "source_bytes": src_bytes,
                                    "generate_s": gen}
             row["baseline_s"] = baseline(root, sources, os.path.join(root, "baseline.parquet"))
-            row["pyarrow_s"], out = timed(merge_blocks, root, sources, block_id="merged-pa",
+            row["pyarrow_s"], out = timed(merge_blocks, root, sources, block_id="merged",
                                           level=1, compaction_revision=c, created_at=0.0)
             row["output_rows"] = out.row_count
-            if spark is not None:
+            if spark is not None:  # the same block again: the files must be identical
+                blk.delete_block_file(root, out.shard, out.id)
                 row["spark_s"], sout = timed(spark_merge, spark, root, sources,
-                                             block_id="merged-spark", level=1,
+                                             block_id="merged", level=1,
                                              compaction_revision=c, created_at=0.0)
                 row["same_output"] = sout.checksum == out.checksum
             results.append(row)
