@@ -135,11 +135,19 @@ class _JobDone:
 
 
 @dataclass(frozen=True, slots=True)
+class _Health:
+    """Time to look at the running job: its Spark executors, its age."""
+
+    serial: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Running:
     serial: int
     from_: CallRef
     request: MergeRequest
     task: asyncio.Task[None]
+    started: float
 
 
 @dataclass(slots=True)
@@ -149,7 +157,12 @@ class _Bridge:
     session_stopper: Callable[[], None]
     offload: Offload
     max_queued: int
+    job_timeout: float = 900.0
+    health_interval: float = 5.0
     spark: Any = None
+    broken: bool = False  # the session lost its executors or hung: replaced before next use
+    executor_grace: float = 30.0  # no executor this long (a new session gets its own) = lost
+    no_executor_since: float | None = None
     queue: deque[tuple[CallRef, MergeRequest]] = field(default_factory=deque)
     running: _Running | None = None
     stop_from: CallRef | None = None
@@ -168,10 +181,30 @@ class _Bridge:
                             self.refused)
 
     def session(self) -> Any:
-        """The Spark session, started on first use (in the job's thread)."""
+        """The Spark session, started on first use (in the job's thread); a broken one is
+        stopped and replaced (RayDP starts a new app, with new executors)."""
+        if self.broken and self.spark is not None:
+            _log.warning("replacing the Spark session")
+            try:
+                self.session_stopper()
+            except Exception as exc:  # noqa: BLE001 - a new session is started either way
+                _log.warning("stopping the broken Spark session failed", error=str(exc))
+            self.spark = None
+        self.broken = False
         if self.spark is None:
             self.spark = self.session_factory(self.settings)
         return self.spark
+
+    def executors(self) -> int | None:
+        """Live Spark executors of the session (None: unknown). RayDP does not restart an
+        executor actor that died: a job then waits for one forever."""
+        if self.spark is None:
+            return None
+        try:
+            infos = self.spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+            return max(0, len(infos) - 1)  # the driver is listed too
+        except Exception:  # noqa: BLE001 - local sessions, a session being stopped
+            return None
 
     def job(self, request: MergeRequest) -> Callable[[], BlockMeta]:
         def merge() -> BlockMeta:
@@ -186,19 +219,23 @@ async def spark_bridge(ctx: Process, settings: SparkSettings | None = None,
                        session_factory: SessionFactory | None = None,
                        session_stopper: Callable[[], None] | None = None,
                        max_queued: int = DEFAULT_MAX_QUEUED,
-                       offload: Offload | None = None) -> None:
+                       offload: Offload | None = None, job_timeout: float = 900.0,
+                     health_interval: float = 5.0) -> None:
     """Process entry: register as `BRIDGE_NAME` and serve merges until ("stop",).
 
     `session_factory(settings)` gives the session (default `session.spark_session`,
     Spark on Ray); `session_stopper()` ends it (default `session.stop_spark`); tests
     inject a local-mode session and a stopper that leaves it running. Positional, as
-    `spawn` passes arguments; on Ray they must pickle (module-level functions)."""
+    `spawn` passes arguments; on Ray they must pickle (module-level functions).
+    A running job is checked every `health_interval` s: when its session has no live
+    executor left, or it has run `job_timeout` s, its Spark jobs are cancelled (the
+    caller gets SparkMergeFailed) and the session is replaced before the next job."""
     if not isinstance(max_queued, int) or max_queued < 0:
         raise ValueError(f"max_queued must be a non-negative int, got {max_queued!r}")
     bridge = _Bridge(settings or SparkSettings(),
                      session_factory or spark_session_module.spark_session,
                      session_stopper or spark_session_module.stop_spark,
-                     offload or asyncio.to_thread, max_queued)
+                     offload or asyncio.to_thread, max_queued, job_timeout, health_interval)
     await ctx.register(BRIDGE_NAME)
     _log.info("spark bridge up", max_queued=max_queued)
     try:
@@ -208,6 +245,8 @@ async def spark_bridge(ctx: Process, settings: SparkSettings | None = None,
                 _on_call(ctx, bridge, msg)
             elif isinstance(msg, _JobDone):
                 _on_done(ctx, bridge, msg)
+            elif isinstance(msg, _Health):
+                _on_health(ctx, bridge, msg)
             else:
                 _log.warning("spark bridge got an unexpected message", message=repr(msg)[:200])
             if bridge.stop_from is not None and bridge.running is None:
@@ -266,7 +305,34 @@ def _start(ctx: Process, bridge: _Bridge, from_: CallRef, request: MergeRequest)
         ctx.send(ctx.self(), _JobDone(serial, outcome))
 
     task = asyncio.get_running_loop().create_task(run())
-    bridge.running = _Running(serial, from_, request, task)
+    bridge.running = _Running(serial, from_, request, task, ctx.now())
+    ctx.send_after(bridge.health_interval, ctx.self(), _Health(serial))
+
+
+def _on_health(ctx: Process, bridge: _Bridge, health: _Health) -> None:
+    running = bridge.running
+    if running is None or running.serial != health.serial or bridge.broken:
+        return
+    now, executors = ctx.now(), bridge.executors()
+    if executors != 0:
+        bridge.no_executor_since = None
+    elif bridge.no_executor_since is None:
+        bridge.no_executor_since = now
+    lost = (bridge.no_executor_since is not None
+            and now - bridge.no_executor_since > bridge.executor_grace)
+    age = now - running.started
+    if lost or age > bridge.job_timeout:
+        why = "no live Spark executor" if lost else f"running for {age:.0f} s"
+        bridge.no_executor_since = None
+        _log.error("cancelling the Spark merge; the session will be replaced",
+                   block=running.request.block_id, why=why)
+        bridge.broken = True
+        try:
+            bridge.spark.sparkContext.cancelAllJobs()
+        except Exception as exc:  # noqa: BLE001 - best effort: the job ends either way
+            _log.warning("could not cancel the running Spark job", error=str(exc))
+        return
+    ctx.send_after(bridge.health_interval, ctx.self(), _Health(health.serial))
 
 
 def _typed(exc: Exception) -> Exception:
