@@ -15,5 +15,5 @@ def put_mixed(rt: Any, spec: GroupSpec, start: int, n: int, keys: dict[str, int]
     latest index in `keys` and value in `latest`."""
     for i in range(start, start + n):
         key = f"cold{i}" if cold_every and i % cold_every == 0 else "hot"
-        keys[key] = propose(rt, spec, ("put", key, i))[0]
+        keys[key] = propose(rt, spec, ("put", key, i), timeout=90)[0]  # loaded CI box
         latest[key] = i
