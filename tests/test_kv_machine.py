@@ -36,6 +36,7 @@ from sediment.actors.kv.machine import (
 )
 from sediment.actors.kv.store import ALL_KEYS
 from sediment.actors.kv.types import (
+    AppliedBatch,
     Compact,
     CompactResult,
     Compare,
@@ -49,6 +50,7 @@ from sediment.actors.kv.types import (
     Txn,
     TxnResult,
 )
+from sediment.actors.kv.validation import Limits
 from sediment.actors.log.raft.types import Entry
 
 EVERY = Range(b"\0", ALL_KEYS)
@@ -179,7 +181,7 @@ BAD_COMMANDS: list[Any] = [
     Compact("3"),  # type: ignore[arg-type]
     Compact(-1),
     Range(b"a", revision=99),
-    Txn((), (Put(bytearray(b"a"), b"1"),), ()),  # unhashable key: not a crash
+    Txn((), (Put(bytearray(b"a"), b"1"),), ()),  # type: ignore[arg-type]  # not bytes
     Range(b"a", limit=2.5),  # type: ignore[arg-type]
 ]
 
@@ -194,11 +196,27 @@ def test_bad_commands_return_typed_errors_and_change_nothing(m: NetsyMachine) ->
     assert isinstance(res[8], ErrDuplicateKey)
     assert isinstance(res[11], ErrTooManyOps)
     assert isinstance(res[14], ErrFutureRev)
-    assert isinstance(res[15], ErrMalformedCommand)
+    assert type(res[15]) is InvalidRequest and "must be bytes" in str(res[15])
     assert m.store.rows() == rows and m.store.head == head and m.store.compactions() == []
     assert m.applied == 2 + len(BAD_COMMANDS)
     assert m.apply(Entry(m.applied, 1, 0.0, Put(b"a", b"x"))) is not None  # never twice
     assert m.store.rows() == rows
+
+
+class UnhashableKey(bytes):
+    """Bytes that pass every check but break the Store's duplicate-key set."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_a_command_that_breaks_the_store_unforeseen_is_an_error_not_a_crash(
+    m: NetsyMachine,
+) -> None:
+    feed(m, entries([Put(b"a", b"1")]))
+    rows = m.store.rows()
+    res = m.apply(Entry(2, 1, 0.0, Txn((), (Put(UnhashableKey(b"k"), b"1"),), ())))
+    assert isinstance(res, ErrMalformedCommand) and "TypeError" in str(res)
+    assert m.store.rows() == rows and m.applied == 2
 
 
 def test_same_entries_same_results_on_every_member(tmp_path: Path) -> None:
@@ -528,8 +546,35 @@ def test_queries(m: NetsyMachine) -> None:
     }
 
 
+def test_applied_batch_reads_changes_compaction_and_head_in_one_query(m: NetsyMachine) -> None:
+    feed(m, entries([Put(b"a", b"1"), Put(b"b", b"1"), Range(b"a"), DeleteRange(b"a")]))
+    batch = m.query(("applied_batch", 2, 4))
+    assert isinstance(batch, AppliedBatch) and (batch.compact_revision, batch.head) == (0, 4)
+    assert batch.events == tuple(m.query(("events", 2, 4, b"\0", ALL_KEYS, True)))
+    assert [(e.kind, e.kv.key, e.kv.mod_revision) for e in batch.events] == [
+        ("put", b"b", 2), ("delete", b"a", 4)]
+    assert batch.events[1].prev_kv == KeyValue(b"a", b"1", 1, 1, 1)
+
+
+def test_a_watch_never_reads_at_or_below_the_compact_revision(m: NetsyMachine) -> None:
+    """A plain read at the compact revision is allowed (etcd), but revision C has lost
+    its prev values there: a watch's replay or fan-out reaching C fails as compacted, so
+    the watch is canceled, never served a broken event (sim fault history, seed 41)."""
+    feed(m, entries([Put(b"a", b"1"), Put(b"a", b"2"), Put(b"b", b"1"), Compact(2)]))
+    drain(m)
+    at_c = m.query(("events", 2, 3, b"\0", ALL_KEYS, True))
+    assert [e.kv.mod_revision for e in at_c] == [2, 3] and at_c[0].prev_kv is None  # lost
+    refused = m.query(("watch_history", 2, 3, b"\0", ALL_KEYS, True))
+    assert isinstance(refused, ErrCompacted) and refused.compact_revision == 2
+    above = m.query(("watch_history", 3, 4, b"\0", ALL_KEYS, True))
+    assert [(e.kv.key, e.kv.mod_revision) for e in above] == [(b"b", 3)]
+    lagging = m.query(("applied_batch", 2, 4))  # a node that had not seen 2..4 yet
+    assert lagging == AppliedBatch(None, 2, 3)
+    assert m.query(("applied_batch", 3, 4)) == AppliedBatch(tuple(above), 2, 3)
+
+
 def test_factory_is_picklable_and_passes_options(tmp_path: Path) -> None:
-    factory = pickle.loads(pickle.dumps(functools.partial(netsy, max_txn_ops=2)))
+    factory = pickle.loads(pickle.dumps(functools.partial(netsy, limits=Limits(max_txn_ops=2))))
     m = factory(str(tmp_path))
     assert isinstance(m, NetsyMachine)
     res = m.apply(Entry(1, 1, 0.0, Txn((), (Put(b"a", b""), Put(b"b", b""), Put(b"c", b"")))))

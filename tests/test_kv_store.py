@@ -33,6 +33,7 @@ from sediment.actors.kv.types import (
     Range,
     RangeResult,
 )
+from sediment.actors.kv.validation import Limits
 
 
 @pytest.fixture
@@ -518,10 +519,7 @@ def test_live_indexes(store: Store) -> None:
 def small(tmp_path: Path) -> Store:
     return Store(
         tmp_path / "small.db",
-        max_key_bytes=8,
-        max_value_bytes=16,
-        max_request_bytes=20,
-        max_txn_ops=3,
+        limits=Limits(max_key_bytes=8, max_value_bytes=16, max_request_bytes=20, max_txn_ops=3),
     )
 
 
@@ -568,7 +566,7 @@ def test_bad_input_is_rejected_and_nothing_written(tmp_path: Path, call, error) 
 
 
 def test_default_limits_are_etcds_request_size(store: Store) -> None:
-    assert store.max_request_bytes == 1536 * 1024 and store.max_txn_ops == 128
+    assert store.limits.max_request_bytes == 1536 * 1024 and store.limits.max_txn_ops == 128
     with pytest.raises(ErrRequestTooLarge):
         store.put(b"k", b"v" * (1536 * 1024))
     store.put(b"k", b"v" * (1536 * 1024 - 1))

@@ -6,11 +6,16 @@ the SQLite machine) and after it the KV node process, all under the node's
 `rest_for_one` supervisor. `cluster.client()` talks to whichever member leads (writes
 and linearizable reads go through the log, following leader hints); `client.watch(...)`
 opens a watcher session on a node. Node handles kill and restart nodes and processes.
+
+The client checks every request (`validation.py`, against the cluster's `Limits`) before
+it proposes it, so a bad request raises its typed error and never reaches the raft log;
+every node's machine checks the same limits again when it applies.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -18,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sediment.actors.kv import validation
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.machine import netsy
@@ -37,6 +43,7 @@ from sediment.actors.kv.types import (
     TxnOp,
     TxnResult,
 )
+from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.cluster import node_children, propose
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.server import GroupSpec
@@ -48,34 +55,44 @@ from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top
 
 @dataclass
 class Cluster:
-    """A running KV cluster: the runtime, the group's spec, the top supervisor."""
+    """A running KV cluster: the runtime, the group's spec, the top supervisor, and the
+    request limits its machines and clients share."""
 
     rt: Any
     spec: GroupSpec
     config: KvNodeConfig
     top: Pid
     owns_runtime: bool = True
+    limits: Limits = DEFAULT_LIMITS
 
     @classmethod
     def start(cls, nodes: int | Sequence[str] = 3, data_dir: str | None = None,
               backend: str = "ray", compaction_interval: float = 60.0,
               watcher_max_pending: int = 1024, runtime: Any = None,
+              limits: Limits = DEFAULT_LIMITS, top_node: str | None = None,
               **group_options: Any) -> Cluster:
-        """Start the runtime (unless `runtime` is given) and every node's processes."""
+        """Start the runtime (unless `runtime` is given) and every node's processes.
+        `limits` go to every node's machine and to the clients. `top_node` is where the
+        top supervisor runs (default: the first node); a runtime node outside the KV's
+        keeps it alive when a whole KV node is killed."""
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-kv-")
         os.makedirs(data_dir, exist_ok=True)
         rt = runtime or api.start(backend, nodes=names)
-        spec = GroupSpec(KV_GROUP, names, data_dir, machine=netsy, **group_options)
+        machine = netsy if limits == DEFAULT_LIMITS else functools.partial(netsy, limits=limits)
+        spec = GroupSpec(KV_GROUP, names, data_dir, machine=machine, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
-                              watcher_max_pending=watcher_max_pending)
+                              watcher_max_pending=watcher_max_pending, data_dir=data_dir)
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}"),
                                          (SupFlags(strategy="rest_for_one", intensity=20,
                                                    period=10), _children(n, spec, config))),
                            type="supervisor") for n in names]
-        top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv", node=names[0])
-        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None)
+        top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv",
+                        node=top_node or names[0])
+        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None, limits=limits)
         cluster.wait_ready()
         return cluster
 
@@ -183,13 +200,21 @@ class NodeHandle:
 
 @dataclass
 class Client:
-    """etcd's KV API over the cluster; every call raises the typed KvError it got."""
+    """etcd's KV API over the cluster; every call raises the typed KvError it got.
+    `last_index` is the raft index of the last request that went through the log: its
+    place in the history (a checker matches the answer with the log's entry there)."""
 
     cluster: Cluster
     timeout: float = 30.0
+    last_index: int | None = None
 
     def _propose(self, command: Any) -> Any:
-        _, result = propose(self.cluster.rt, self.cluster.spec, command, timeout=self.timeout)
+        """Check the request, then propose it: a bad one never becomes a log entry."""
+        validation.check_request(command, self.cluster.limits)
+        self.last_index = None
+        index, result = propose(self.cluster.rt, self.cluster.spec, command,
+                                timeout=self.timeout)
+        self.last_index = index
         if isinstance(result, Exception):
             raise result
         return result
@@ -209,6 +234,7 @@ class Client:
         request = Range(key, range_end, revision, limit, count_only, keys_only)
         if not serializable:
             return self._propose(request)  # type: ignore[no-any-return]
+        validation.check_request(request, self.cluster.limits)
         target = node or self.cluster.nodes[0]
         reply = self.cluster.rt.call(raft_name(KV_GROUP, target), ("query", request),
                                      timeout=self.timeout)
@@ -223,7 +249,11 @@ class Client:
 
     def txn(self, compare: Sequence[Compare], success: Sequence[TxnOp] = (),
             failure: Sequence[TxnOp] = ()) -> TxnResult:
-        return self._propose(Txn(tuple(compare), tuple(success), tuple(failure)))  # type: ignore[no-any-return]
+        # lists become tuples; anything else goes as is, for the check to refuse (tuple()
+        # of a str or a dict would make it look like a txn)
+        parts: list[Any] = [tuple(p) if isinstance(p, list) else p
+                            for p in (compare, success, failure)]
+        return self._propose(Txn(*parts))  # type: ignore[no-any-return]
 
     def compact(self, revision: int) -> Any:
         return self._propose(Compact(revision))

@@ -39,12 +39,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sediment.actors.kv.errors import ErrRevisionNotAfterHead, InvalidRequest, KvError
+from sediment.actors.kv.errors import (
+    ErrCompacted,
+    ErrRevisionNotAfterHead,
+    InvalidRequest,
+    KvError,
+)
 from sediment.actors.kv.store import ALL_KEYS, Store
 from sediment.actors.kv.types import (
+    AppliedBatch,
     Compact,
     CompactResult,
     DeleteRange,
+    Event,
     Put,
     Range,
     Txn,
@@ -63,7 +70,7 @@ class ErrUnknownCommand(InvalidRequest):
 
 
 class ErrMalformedCommand(InvalidRequest):
-    """A command whose fields the Store's checks did not expect (e.g. an unhashable key):
+    """A command that broke the Store in a way its checks (validation.py) did not foresee:
     answered as an error, so a poison entry cannot crash every member in turn."""
 
 
@@ -121,7 +128,6 @@ class NetsyMachine:
                 cmd.key, cmd.range_end, cmd.prev_kv, revision=index, applied=index
             )
         if isinstance(cmd, Txn):
-            _check_txn(cmd)
             return s.txn(cmd.compare, cmd.success, cmd.failure, revision=index, applied=index)
         if isinstance(cmd, Compact):
             s.schedule_compaction(cmd.revision, applied=index)
@@ -184,7 +190,9 @@ class NetsyMachine:
 
     def query(self, request: Any) -> Any:
         """A local (serializable) read: Range, ("events", from_rev, to_rev, key, range_end
-        [, prev_kv]), ("compaction",) or ("head",). Errors are returned, not raised."""
+        [, prev_kv]), ("watch_history", from_rev, to_rev, key, range_end, prev_kv),
+        ("compaction",), ("head",) or ("applied_batch", from_rev, to_rev). Errors are
+        returned, not raised."""
         try:
             return self._query(request)
         except KvError as err:
@@ -204,7 +212,36 @@ class NetsyMachine:
                 return (s.compact_revision, s.finished_compact_revision)
             if tag == "head" and not args:
                 return s.head
+            if tag == "watch_history" and len(args) == 5:
+                start, end, key, range_end, prev = args
+                if start <= s.compact_revision:
+                    raise ErrCompacted(s.compact_revision)
+                return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev))
+            if tag == "applied_batch" and len(args) == 2:
+                return self._applied_batch(args[0], args[1])
         raise ErrUnknownCommand(f"unknown query {type(request).__name__}")
+
+    # A watch only ever reads revisions ABOVE the compact revision: admission refuses a
+    # start at the floor, and the history a watch replays ("watch_history") or is fed
+    # ("applied_batch") follows the same rule, stricter than a plain read at the compact
+    # revision (allowed, as in etcd). Compaction at C leaves revision C's events without
+    # their prev values, so a watch that still needs C is canceled as compacted instead
+    # of being served them. Found by the sim fault history: a lagging node caught up on a
+    # batch holding revision C and a client's Compact(C), and served C to a watch that its
+    # admission had already dropped as compacted (a compaction passed a live watch).
+
+    def _applied_batch(self, lo: int, hi: int) -> AppliedBatch:
+        """What the node needs after each applied batch, read in one step (so the three
+        parts describe the same state): every change in [lo, hi] with prev_kv, or None
+        when a compaction reached lo, plus the compact revision and the head."""
+        s = self.store
+        changes: tuple[Event, ...] | None = None
+        # lo <= C only on a lagging node whose batch holds a client's Compact(C >= lo):
+        # None makes its watchers catch up from history, which cancels the ones that
+        # still needed C as compacted.
+        if lo > s.compact_revision:
+            changes = tuple(s.events(lo, FIRST_KEY, ALL_KEYS, end_revision=hi, prev_kv=True))
+        return AppliedBatch(changes, s.compact_revision, s.head)
 
     def status(self) -> dict[str, Any]:
         s = self.store
@@ -236,13 +273,6 @@ def netsy(group_dir: str, **options: Any) -> NetsyMachine:
 
 def _range(s: Store, r: Range) -> Any:
     return s.range(r.key, r.range_end, r.revision, r.limit, r.count_only, r.keys_only)
-
-
-def _check_txn(t: Txn) -> None:
-    """The Store checks each part's items; here each part must be a sequence."""
-    for part in (t.compare, t.success, t.failure):
-        if not isinstance(part, tuple | list):
-            raise InvalidRequest("txn compare/success/failure must be tuples")
 
 
 def _logical_rows(skeleton: list[tuple[Any, ...]], compactions: list[int]) -> list[tuple[Any, ...]]:

@@ -9,19 +9,22 @@ When the local member gains leadership it starts the compaction coordinator (lin
 when it loses it, the coordinator is stopped.
 
 Peer API (messages from the coordinator): MinRequest -> ("min_reply", node, cycle, min),
-Notice -> ("notice_reply", ...), Rollback. Calls: ("admit", key, start), ("status",),
-("open_watcher",) -> the pid of a new watcher process on this node for one session.
+Notice -> ("notice_reply", ...), Rollback. A confirmed notice is a promise the node keeps
+on disk before it answers (`promised_floor.py`), and restores at start. Calls: ("admit",
+key, start), ("status",), ("open_watcher",) -> the pid of a new watcher process on this
+node for one session.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
 from sediment.actors.kv import admission as adm
 from sediment.actors.kv import coordinator_core as cc
-from sediment.actors.kv import reads
+from sediment.actors.kv import promised_floor, reads
 from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordinator
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
@@ -44,6 +47,7 @@ class KvNodeConfig:
     propose_timeout: float = 30.0
     watcher_max_pending: int = 1024
     progress_interval: float = 600.0
+    data_dir: str = ""  # each node keeps its promised floor in <data_dir>/<node>; "": not kept
 
     def coordinator_config(self) -> cc.CoordinatorConfig:
         return cc.CoordinatorConfig(self.compaction_interval, self.min_timeout,
@@ -61,6 +65,8 @@ class _Node:
     watchers: set[Pid] = field(default_factory=set)
     coordinator: Pid | None = None
     leader: tuple[str | None, int] = (None, 0)
+    promise_file: str | None = None
+    promised: int = 0  # the floor last written to promise_file
 
 
 async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
@@ -74,10 +80,17 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
     compact_rev, _finished = await reads.compaction(ctx, raft)
     applied = (await ctx.call(raft, ("watch_applied", ctx.self()), timeout=30))[1]
     state, _ = adm.restore(compact_rev, await reads.head(ctx, raft))
-    node = _Node(ctx, config, raft, state, compact_rev, applied)
+    promise_file = (promised_floor.path(os.path.join(config.data_dir, me))
+                    if config.data_dir else None)
+    promised = promised_floor.read(promise_file) if promise_file else 0
+    # what this node promised before it went down may already be compacting
+    state, _ = adm.leader_initial(state, promised)
+    node = _Node(ctx, config, raft, state, compact_rev, applied, promise_file=promise_file,
+                 promised=promised)
     leader = await ctx.call(raft, ("subscribe", ctx.self()), timeout=30)
     await _leadership(node, *leader)
-    _logger.info("kv node up", node=me, committed=applied, compact_revision=compact_rev)
+    _logger.info("kv node up", node=me, committed=applied, compact_revision=compact_rev,
+                 promised_floor=promised)
     while True:
         await _handle(node, await ctx.receive())
 
@@ -94,13 +107,16 @@ async def _handle(node: _Node, msg: Any) -> None:
     elif isinstance(msg, Notice):
         node.state, verdict = adm.notice(node.state, msg.cycle, msg.revision)
         ok = isinstance(verdict, adm.Confirmed)
-        if not ok:
+        if ok:
+            _keep_promise(node)  # on disk before the confirmation leaves
+        else:
             _logger.info("compaction notice refused", revision=msg.revision,
                          blocking=getattr(verdict, "watch", None))
         ctx.send(msg.reply_to, ("notice_reply", ctx.self().node, msg.cycle, msg.revision,
                                 msg.attempt, ok))
     elif isinstance(msg, Rollback):
         node.state = adm.rollback(node.state, msg.cycle, msg.revision)
+        _keep_promise(node)
     elif isinstance(msg, tuple) and msg and msg[0] == "progress":
         _progress(node, msg[1], msg[2])
     elif isinstance(msg, tuple) and msg and msg[0] == "watch_ended":
@@ -146,19 +162,18 @@ async def _on_call(node: _Node, call: Call) -> None:
 
 async def _applied(node: _Node, index: int) -> None:
     """Fan the changes since the last applied revision out to the watchers; an advanced
-    compaction revision raises the floor."""
+    compaction revision raises the floor. One machine query reads all three."""
     ctx = node.ctx
     lo = node.applied + 1
     if index < lo:
         return
-    changes = await reads.events(ctx, node.raft, lo, index)
-    compact_rev, _ = await reads.compaction(ctx, node.raft)
+    batch = await reads.applied_batch(ctx, node.raft, lo, index)
     # admission counts written revisions: a compaction may not go past the head
-    node.state = adm.advance(node.state, await reads.head(ctx, node.raft))
+    node.state = adm.advance(node.state, batch.head)
     node.applied = index
-    events = reads.as_events(changes)
     for pid in node.watchers:
-        ctx.send(pid, ("committed", index, events))  # None: the watcher catches up
+        ctx.send(pid, ("committed", index, batch.events))  # None: the watcher catches up
+    compact_rev = batch.compact_revision
     if compact_rev > node.compact_revision:
         node.compact_revision = compact_rev
         node.state, effects = adm.compact_committed(node.state, compact_rev)
@@ -178,13 +193,22 @@ async def _leadership(node: _Node, leader: str | None, term: int) -> None:
     if leading and node.coordinator is None:
         node.coordinator = await ctx.spawn(
             coordinator, node.config.nodes, term, node.compact_revision,
-            node.config.coordinator_config(), link=True, name=coordinator_name(leader))
+            node.config.coordinator_config(), link=True, name=coordinator_name(ctx.self().node))
         _logger.info("compaction coordinator started", term=term)
     elif not leading and node.coordinator is not None:
         ctx.unlink(node.coordinator)  # its end must not take this process with it
         ctx.exit(node.coordinator, "kill")
         node.coordinator = None
         _logger.info("compaction coordinator stopped", leader=leader, term=term)
+
+
+def _keep_promise(node: _Node) -> None:
+    """Persist the admission floor when it changed: a confirmed notice must survive a
+    crash of this node (see promised_floor.py); a rollback lowers it again."""
+    floor = adm.floor(node.state)
+    if node.promise_file is not None and floor != node.promised:
+        promised_floor.write(node.promise_file, floor)
+        node.promised = floor
 
 
 def _progress(node: _Node, watcher: Pid, positions: dict[int, int]) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sediment.actors.kv.types import Event
+from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.types import AppliedBatch, Event
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
@@ -17,24 +18,36 @@ READ_TIMEOUT = 30.0
 ALL_FROM = b"\0"  # the smallest key; with range_end ALL_FROM: every key
 
 
-async def events(ctx: Process, raft: Pid, lo: int, hi: int, key: bytes = ALL_FROM,
-                 range_end: bytes | None = ALL_FROM, prev_kv: bool = True) -> Any:
-    """The changes of [key, range_end) in revisions [lo, hi]: a list of Event, or the
-    typed error the machine returned (ErrCompacted)."""
-    reply = await ctx.call(raft, ("query", ("events", lo, hi, key, range_end, prev_kv)),
+async def watch_history(ctx: Process, raft: Pid, lo: int, hi: int, key: bytes = ALL_FROM,
+                        range_end: bytes | None = ALL_FROM, prev_kv: bool = True) -> Any:
+    """The changes of [key, range_end) in revisions [lo, hi] for a watch's replay: a list
+    of Event, or the typed error the machine returned (ErrCompacted when lo is at or below
+    the compact revision: a watch needs revisions above it)."""
+    reply = await ctx.call(raft, ("query", ("watch_history", lo, hi, key, range_end, prev_kv)),
                            timeout=READ_TIMEOUT)
     return _unwrap(reply)
 
 
 async def compaction(ctx: Process, raft: Pid) -> tuple[int, int]:
     """(compact revision, finished compact revision) of the local machine."""
-    return tuple(_unwrap(await ctx.call(raft, ("query", ("compaction",)),  # type: ignore[return-value]
-                                        timeout=READ_TIMEOUT)))
+    low, finished = _unwrap(await ctx.call(raft, ("query", ("compaction",)),
+                                           timeout=READ_TIMEOUT))
+    return int(low), int(finished)
 
 
 async def head(ctx: Process, raft: Pid) -> int:
     """The local machine's head revision (the last written one)."""
     return int(_unwrap(await ctx.call(raft, ("query", ("head",)), timeout=READ_TIMEOUT)))
+
+
+async def applied_batch(ctx: Process, raft: Pid, lo: int, hi: int) -> AppliedBatch:
+    """The changes of revisions [lo, hi] (None when a compaction reached lo), the compact
+    revision and the head, read in one query after an applied batch."""
+    reply = _unwrap(await ctx.call(raft, ("query", ("applied_batch", lo, hi)),
+                                   timeout=READ_TIMEOUT))
+    if not isinstance(reply, AppliedBatch):
+        raise KvError(f"applied_batch({lo}, {hi}) failed: {reply!r}"[:200])
+    return reply
 
 
 def _unwrap(reply: Any) -> Any:
@@ -47,4 +60,4 @@ def as_events(value: Any) -> tuple[Event, ...] | None:
     return tuple(value) if isinstance(value, list | tuple) else None
 
 
-__all__ = ["ALL_FROM", "as_events", "compaction", "events", "head"]
+__all__ = ["ALL_FROM", "applied_batch", "as_events", "compaction", "head", "watch_history"]

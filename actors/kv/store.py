@@ -32,18 +32,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sediment.actors.kv import validation as v
 from sediment.actors.kv.errors import (
     ErrCompacted,
-    ErrDuplicateKey,
-    ErrEmptyKey,
     ErrFutureRev,
-    ErrInvalidRangeEnd,
-    ErrKeyTooLarge,
-    ErrNegativeRevision,
-    ErrRequestTooLarge,
     ErrRevisionNotAfterHead,
-    ErrTooManyOps,
-    ErrValueTooLarge,
     InvalidRequest,
 )
 from sediment.actors.kv.types import (
@@ -60,12 +53,11 @@ from sediment.actors.kv.types import (
     TxnResponse,
     TxnResult,
 )
+from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 
-DEFAULT_MAX_REQUEST_BYTES = 1536 * 1024  # etcd's --max-request-bytes default (1.5 MiB)
-DEFAULT_MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
 DEFAULT_COMPACTION_BATCH = 1000  # etcd's CompactionBatchLimit default
 
-ALL_KEYS = b"\0"  # range_end meaning "every key >= key"
+ALL_KEYS = v.ALL_KEYS  # range_end meaning "every key >= key"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -138,24 +130,23 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 class Store:
-    """One node's MVCC store. Not thread-safe; one owner process drives it."""
+    """One node's MVCC store. Not thread-safe; one owner process drives it.
+
+    Every request is checked against `limits` by `validation.py` (the same checks the
+    client runs before proposing) before anything is read or written."""
 
     def __init__(
         self,
         path: str | Path,
         *,
-        max_key_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        max_value_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
+        limits: Limits = DEFAULT_LIMITS,
         compaction_batch: int = DEFAULT_COMPACTION_BATCH,
         synchronous: str = "FULL",
     ) -> None:
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         self.path = str(path)
-        self.max_key_bytes = max_key_bytes
-        self.max_value_bytes = max_value_bytes
-        self.max_request_bytes = max_request_bytes
-        self.max_txn_ops = max_txn_ops
+        self.limits = limits
         self.compaction_batch = compaction_batch
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}")
@@ -207,39 +198,8 @@ class Store:
         self.close()
 
     # ------------------------------------------------------------- validation --
-
-    def _check_key(self, key: bytes) -> None:
-        if not isinstance(key, bytes | bytearray):
-            raise InvalidRequest("key must be bytes")
-        if not key:
-            raise ErrEmptyKey()
-        if len(key) > self.max_key_bytes:
-            raise ErrKeyTooLarge(f"key of {len(key)} bytes exceeds {self.max_key_bytes}")
-
-    def _check_range(self, key: bytes, range_end: bytes | None) -> None:
-        self._check_key(key)
-        if range_end is None:
-            return
-        if not isinstance(range_end, bytes | bytearray):
-            raise InvalidRequest("range_end must be bytes")
-        if len(range_end) > self.max_key_bytes:
-            raise ErrKeyTooLarge(f"range_end of {len(range_end)} bytes too large")
-        if range_end != ALL_KEYS and range_end < key:
-            raise ErrInvalidRangeEnd("range_end is before key")
-
-    def _check_put(self, key: bytes, value: bytes) -> int:
-        self._check_key(key)
-        if not isinstance(value, bytes | bytearray):
-            raise InvalidRequest("value must be bytes")
-        if len(value) > self.max_value_bytes:
-            raise ErrValueTooLarge(f"value of {len(value)} bytes exceeds {self.max_value_bytes}")
-        return len(key) + len(value)
-
-    def _check_revision(self, revision: int, what: str = "revision") -> None:
-        if not isinstance(revision, int) or isinstance(revision, bool):
-            raise InvalidRequest(f"{what} must be an int")
-        if revision < 0:
-            raise ErrNegativeRevision(f"{what} {revision} is negative")
+    # The state-free checks live in validation.py (shared with the client); the ones
+    # that depend on head and the compact revision are here.
 
     def _check_read_rev(self, revision: int) -> int:
         """etcd rangeKeys: future first, then compacted; 0 reads at head."""
@@ -251,27 +211,10 @@ class Store:
             raise ErrCompacted(self._compact_rev)
         return revision
 
-    def _check_op(self, op: TxnOp) -> int:
-        if isinstance(op, Put):
-            return self._check_put(op.key, op.value)
-        if isinstance(op, DeleteRange):
-            self._check_range(op.key, op.range_end)
-            return len(op.key) + len(op.range_end or b"")
-        if isinstance(op, Range):
-            self._check_range(op.key, op.range_end)
-            self._check_revision(op.revision)
-            self._check_revision(op.limit, "limit")
-            return len(op.key) + len(op.range_end or b"")
-        raise InvalidRequest(f"unknown txn op {op!r}")
-
-    def _check_size(self, size: int) -> None:
-        if size > self.max_request_bytes:
-            raise ErrRequestTooLarge(f"request of {size} bytes exceeds {self.max_request_bytes}")
-
     def _next_revision(self, revision: int | None) -> int:
         if revision is None:
             return self._head + 1
-        self._check_revision(revision)
+        v.check_revision(revision)
         if revision <= self._head:
             raise ErrRevisionNotAfterHead(f"revision {revision} is not above head {self._head}")
         return revision
@@ -320,7 +263,7 @@ class Store:
         """etcd Range. range_end None: the single key; b"\\0": every key >= key; otherwise
         [key, range_end). `count` is the number of matching keys before `limit`."""
         r = Range(key, range_end, revision, limit, count_only, keys_only)
-        self._check_size(self._check_op(r))
+        v.check_request(r, self.limits)
         at = self._check_read_rev(revision)
         return self._range_at(r, at, self._head)
 
@@ -341,10 +284,10 @@ class Store:
         "from now" and replays nothing. start_revision below the
         compact revision is ErrCompacted; AT the compact revision is allowed and includes
         the events of that revision, tombstones too (etcd #18089, #19179)."""
-        self._check_range(key, range_end)
-        self._check_revision(start_revision)
+        v.check_range(key, range_end, self.limits)
+        v.check_revision(start_revision, "start_revision")
         end = self._head if end_revision is None else end_revision
-        self._check_revision(end, "end_revision")
+        v.check_revision(end, "end_revision")
         if start_revision == 0:  # etcd: a watch with start_revision 0 starts "now"
             return []
         if start_revision < self._compact_rev:
@@ -455,7 +398,7 @@ class Store:
         applied: int | None = None,
     ) -> PutResult:
         op = Put(key, value, prev_kv)
-        self._check_size(self._check_op(op))
+        v.check_request(op, self.limits)
         res, _ = self._write([op], revision, applied)
         assert isinstance(res[0], PutResult)
         return res[0]
@@ -470,7 +413,7 @@ class Store:
         applied: int | None = None,
     ) -> DeleteResult:
         op = DeleteRange(key, range_end, prev_kv)
-        self._check_size(self._check_op(op))
+        v.check_request(op, self.limits)
         res, _ = self._write([op], revision, applied)
         assert isinstance(res[0], DeleteResult)
         return res[0]
@@ -490,41 +433,6 @@ class Store:
                 return False
         return True
 
-    def _check_compare(self, c: Compare) -> int:
-        if not isinstance(c, Compare):
-            raise InvalidRequest(f"not a Compare: {c!r}")
-        self._check_range(c.key, c.range_end)
-        if c.op not in ("=", "!=", "<", ">"):
-            raise InvalidRequest(f"unknown compare op {c.op!r}")
-        if c.target == "value":
-            if not isinstance(c.value, bytes | bytearray):
-                raise InvalidRequest("a value compare needs bytes")
-            return len(c.key) + len(c.value)
-        if c.target not in ("version", "create_revision", "mod_revision"):
-            raise InvalidRequest(f"unknown compare target {c.target!r}")
-        if not isinstance(c.value, int) or isinstance(c.value, bool):
-            raise InvalidRequest(f"a {c.target} compare needs an int")
-        return len(c.key)
-
-    def _check_branch(self, ops: Sequence[TxnOp]) -> int:
-        size = sum(self._check_op(op) for op in ops)
-        puts = [op.key for op in ops if isinstance(op, Put)]
-        if len(set(puts)) != len(puts):
-            raise ErrDuplicateKey()
-        for d in ops:
-            if isinstance(d, DeleteRange):
-                where_end = d.range_end
-                for k in puts:
-                    if where_end is None:
-                        hit = k == d.key
-                    elif where_end == ALL_KEYS:
-                        hit = k >= d.key
-                    else:
-                        hit = d.key <= k < where_end
-                    if hit:
-                        raise ErrDuplicateKey()
-        return size
-
     def txn(
         self,
         compares: Sequence[Compare] = (),
@@ -537,13 +445,7 @@ class Store:
         """etcd Txn: if every compare holds, apply success_ops, else failure_ops, all at one
         revision. Ranges inside the txn read its earlier writes. Nested txns are not
         supported. Every op of both branches is validated before anything is written."""
-        compares, success_ops, failure_ops = list(compares), list(success_ops), list(failure_ops)
-        for part in (compares, success_ops, failure_ops):
-            if len(part) > self.max_txn_ops:
-                raise ErrTooManyOps(len(part), self.max_txn_ops)
-        size = sum(self._check_compare(c) for c in compares)
-        size += self._check_branch(success_ops) + self._check_branch(failure_ops)
-        self._check_size(size)
+        v.check_txn(compares, success_ops, failure_ops, self.limits)
         if revision is not None:
             self._next_revision(revision)
         succeeded = all(self._compare(c) for c in compares)
@@ -559,7 +461,7 @@ class Store:
     def schedule_compaction(self, revision: int, *, applied: int | None = None) -> int:
         """Logical compaction (etcd updateCompactRev): validate, persist `scheduled`, move
         the compact revision. Returns the revision. `applied` (when given) commits with it."""
-        self._check_revision(revision)
+        v.check_revision(revision)
         if revision <= self._compact_rev:
             raise ErrCompacted(self._compact_rev)
         if revision > self._head:

@@ -143,3 +143,17 @@ class CompactResult:
 
 
 __all__ += ["Compact", "CompactResult", "Txn"]
+
+
+@dataclass(frozen=True)
+class AppliedBatch:
+    """The machine's answer to ("applied_batch", lo, hi), one read after each applied
+    batch: the changes of revisions [lo, hi] (None when a compaction reached lo: the
+    watchers catch up from history instead), the compact revision and the head revision."""
+
+    events: tuple[Event, ...] | None
+    compact_revision: int
+    head: int
+
+
+__all__ += ["AppliedBatch"]

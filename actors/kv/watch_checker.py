@@ -365,6 +365,12 @@ class Recorder:
     def records(self) -> list[WatchRecord]:
         return list(self._records)
 
+    def stream_ended(self, reason: str) -> None:
+        """The stream ended without a CloseWatcher effect (its process or node died): every
+        live watch ends with `reason`, as the client saw it."""
+        for wid in self.live():
+            self._end(wid, Cancellation(reason))
+
     def live(self) -> list[int]:
         return sorted(self._live)
 

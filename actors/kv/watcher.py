@@ -10,7 +10,8 @@ The client pulls: ("next", max_wait) answers every response queued so far (waiti
 max_wait for the first), and pulling is the acknowledgement the core's flow control
 counts. A client that stops pulling while events keep coming gets the stream closed
 (never a gap). Calls: ("create", CreateWatch), ("cancel", watch_id), ("progress",),
-("next", max_wait), ("close",).
+("next", max_wait), ("close",), and ("positions",) -> ("ok", committed, floor, {watch id:
+next needed revision}) for checkers that compare the watches with committed compactions.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class _Watcher:
     pending: list[wp.WatcherEvent] = field(default_factory=list)
     tick_at: float | None = None
     closed: str | None = None
+    next_id: int = 0  # the next auto watch id: never reused in a session
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ async def _on_call(w: _Watcher, call: Call) -> None:
         else:
             ctx.send_after(req[1], ctx.self(), _NextTimeout(call.from_))
             w.parked = call.from_
+    elif kind == "positions":
+        ctx.reply(call.from_, ("ok", w.state.committed, w.state.floor, wc.positions(w.state)))
     elif kind == "close":
         w.closed = "client"
         ctx.reply(call.from_, ("ok", _take(w)))
@@ -118,11 +122,12 @@ async def _on_call(w: _Watcher, call: Call) -> None:
         ctx.reply(call.from_, ("error", ("unknown_request", req)))
 
 
-async def _create(w: _Watcher, request: wp.CreateWatch) -> Any:
-    """Admission at the node first (it also resolves "from now"), then the core."""
+async def _create(w: _Watcher, request: Any) -> Any:
+    """Admission at the node first (it also resolves "from now"), then the core. The
+    request came off the wire: anything but a CreateWatch is answered with an error."""
     if not isinstance(request, wp.CreateWatch):
         return ("error", "create needs a CreateWatch")
-    wid = request.watch_id if request.watch_id is not None else _free_id(w.state)
+    wid = request.watch_id if request.watch_id is not None else _free_id(w)
     if wid in w.state.watches:
         effects = await _step(w, request)
         return _answer(effects, wp.Rejected)
@@ -142,10 +147,17 @@ async def _create(w: _Watcher, request: wp.CreateWatch) -> Any:
     return answer
 
 
-def _free_id(state: wc.WatcherState) -> int:
-    wid = state.next_watch_id
-    while wid in state.watches:
+def _free_id(w: _Watcher) -> int:
+    """etcd's watchStream: auto ids count up and are never reused in a session. The id is
+    picked here (admission needs it before the core sees the request) and handed to the
+    core as an explicit id, which does not move the core's counter: so the shell keeps its
+    own, consumed even when the watch is refused. Reusing an id after a cancel or a
+    refusal let a client confuse the old watch with the new one (found by the sim
+    fault history: two watch records under one id)."""
+    wid = max(w.next_id, w.state.next_watch_id)
+    while wid in w.state.watches:
         wid += 1
+    w.next_id = wid + 1
     return wid
 
 
@@ -168,8 +180,8 @@ async def _step(w: _Watcher, event: wp.WatcherEvent) -> list[Any]:
 
 
 async def _fetch(w: _Watcher, f: wp.FetchHistory) -> wp.WatcherEvent:
-    found = await reads.events(w.ctx, w.raft, f.from_revision, f.to_revision, f.key,
-                               f.range_end, f.prev_kv)
+    found = await reads.watch_history(w.ctx, w.raft, f.from_revision, f.to_revision, f.key,
+                                      f.range_end, f.prev_kv)
     if isinstance(found, KvError):
         return wp.FetchFailed(f.fetch_id, found)
     events = reads.as_events(found)
