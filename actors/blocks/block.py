@@ -25,7 +25,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import BinaryIO, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -211,11 +211,23 @@ def write_block(root: str, table: pa.Table, *, block_id: str, shard: int, level:
     makedirs_durable(directory)
     if os.path.exists(path):
         return _existing(path, table, meta)
-    fd, tmp = tempfile.mkstemp(prefix=f".{block_id}.", suffix=".tmp", dir=directory)
+    def write(out: BinaryIO) -> None:
+        stamped = table.replace_schema_metadata({META_KEY: _embedded(meta)})
+        pq.write_table(stamped, out, compression=COMPRESSION, write_page_checksum=True)
+
+    return _install(path, meta, write, fp)
+
+
+def _install(path: str, meta: BlockMeta, write: Callable[[BinaryIO], None],
+             fp: Failpoint) -> BlockMeta:
+    """Write a block file durably: `write` fills a temporary file next to `path`, which
+    is fsynced, renamed to `path` (the commit point) and its directory fsynced; `meta`
+    with the file's size and checksum. Nothing is left under the final name on failure."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{meta.id}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
-            stamped = table.replace_schema_metadata({META_KEY: _embedded(meta)})
-            pq.write_table(stamped, out, compression=COMPRESSION, write_page_checksum=True)
+            write(out)
             out.flush()
             os.fsync(out.fileno())
         fp("block.after_temp_sync")
@@ -423,35 +435,22 @@ def write_block_batches(root: str, source: BatchSource, *, block_id: str, shard:
     if os.path.exists(path):
         rows = pa.Table.from_batches(list(source()), schema=SCHEMA).combine_chunks()
         return _existing(path, rows, meta)
-    fd, tmp = tempfile.mkstemp(prefix=f".{block_id}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            stamped = SCHEMA.with_metadata({META_KEY: _embedded(meta)})
-            second = _Scan()
-            with pq.ParquetWriter(out, stamped, compression=COMPRESSION,
-                                  write_page_checksum=True) as writer:
-                wrote = False
-                for group in _row_groups(source, second):
-                    writer.write_table(group)
-                    wrote = True
-                if not wrote:
-                    writer.write_table(empty_table())
-            if second != first:
-                raise InvalidRows("the batch source changed between its two passes")
-            out.flush()
-            os.fsync(out.fileno())
-        fp("block.after_temp_sync")
-        with open(tmp, "rb") as written:
-            data = written.read()
-        fp("block.before_rename")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fp("block.after_rename")
-    fsync_dir(directory)
-    return replace(meta, size_bytes=len(data), checksum=file_checksum(data))
+
+    def write(out: BinaryIO) -> None:
+        stamped = SCHEMA.with_metadata({META_KEY: _embedded(meta)})
+        second = _Scan()
+        with pq.ParquetWriter(out, stamped, compression=COMPRESSION,
+                              write_page_checksum=True) as writer:
+            wrote = False
+            for group in _row_groups(source, second):
+                writer.write_table(group)
+                wrote = True
+            if not wrote:
+                writer.write_table(empty_table())
+        if second != first:
+            raise InvalidRows("the batch source changed between its two passes")
+
+    return _install(path, meta, write, fp)
 
 
 def delete_block_file(root: str, shard: int, block_id: str) -> bool:
