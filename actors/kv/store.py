@@ -57,7 +57,7 @@ from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 
 DEFAULT_COMPACTION_BATCH = 1000  # etcd's CompactionBatchLimit default
 
-ALL_KEYS = v.ALL_KEYS  # range_end meaning "every key >= key"
+ALL_KEYS = v.ALL_KEYS  # range_end meaning "every key >= key" (types.ALL_KEYS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (

@@ -6,6 +6,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Target = Literal["value", "version", "create_revision", "mod_revision"]
+
+ALL_KEYS = b"\0"  # a range_end meaning "every key >= key" (etcd's "\x00")
+
+
+def key_in_range(k: bytes, key: bytes, range_end: bytes | None) -> bool:
+    """Whether `k` is in etcd's [key, range_end): None is `key` alone, ALL_KEYS every
+    key >= key. The one definition the store's checks, the watchers and the checkers use."""
+    if range_end is None:
+        return k == key
+    if range_end == ALL_KEYS:
+        return k >= key
+    return key <= k < range_end
 Op = Literal["=", "!=", "<", ">"]
 
 

@@ -29,11 +29,21 @@ from sediment.actors.kv.errors import (
     ErrValueTooLarge,
     InvalidRequest,
 )
-from sediment.actors.kv.types import Compact, Compare, DeleteRange, Op, Put, Range, Target, Txn
+from sediment.actors.kv.types import (
+    ALL_KEYS,
+    Compact,
+    Compare,
+    DeleteRange,
+    Op,
+    Put,
+    Range,
+    Target,
+    Txn,
+    key_in_range,
+)
 
 DEFAULT_MAX_REQUEST_BYTES = 1536 * 1024  # etcd's --max-request-bytes default (1.5 MiB)
 DEFAULT_MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
-ALL_KEYS = b"\0"  # range_end meaning "every key >= key" (the same value as store.ALL_KEYS)
 
 OPS: tuple[str, ...] = get_args(Op)
 TARGETS: tuple[str, ...] = get_args(Target)
@@ -193,7 +203,7 @@ def check_branch(ops: Sequence[object], limits: Limits = DEFAULT_LIMITS) -> int:
     if len(set(puts)) != len(puts):
         raise ErrDuplicateKey()
     for d in ops:
-        if isinstance(d, DeleteRange) and any(_in_range(k, d.key, d.range_end) for k in puts):
+        if isinstance(d, DeleteRange) and any(key_in_range(k, d.key, d.range_end) for k in puts):
             raise ErrDuplicateKey()
     return size
 
@@ -201,14 +211,6 @@ def check_branch(ops: Sequence[object], limits: Limits = DEFAULT_LIMITS) -> int:
 def check_size(size: int, limits: Limits = DEFAULT_LIMITS) -> None:
     if size > limits.max_request_bytes:
         raise ErrRequestTooLarge(f"request of {size} bytes exceeds {limits.max_request_bytes}")
-
-
-def _in_range(k: bytes, key: bytes, range_end: bytes | None) -> bool:
-    if range_end is None:
-        return k == key
-    if range_end == ALL_KEYS:
-        return k >= key
-    return key <= k < range_end
 
 
 __all__ = [

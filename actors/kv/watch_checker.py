@@ -29,9 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from sediment.actors.kv.types import Event
+from sediment.actors.kv.types import Event, key_in_range
 from sediment.actors.kv.watch_protocol import (
-    ALL_KEYS,
     BROADCAST_ID,
     Canceled,
     CloseWatcher,
@@ -155,16 +154,8 @@ def _ident(e: Event) -> tuple[int, bytes]:
     return _rev(e), e.kv.key
 
 
-def _in_range(w: WatchRecord, key: bytes) -> bool:
-    if not w.range_end:
-        return key == w.key
-    if w.range_end == ALL_KEYS:
-        return key >= w.key
-    return w.key <= key < w.range_end
-
-
 def _wants(w: WatchRecord, e: Event) -> bool:
-    if not _in_range(w, e.kv.key):
+    if not key_in_range(e.kv.key, w.key, w.range_end or None):
         return False
     return not ((e.kind == "put" and w.no_put) or (e.kind == "delete" and w.no_delete))
 

@@ -36,7 +36,7 @@ from sediment.actors.kv.errors import (
     KvError,
     WatchProtocolError,
 )
-from sediment.actors.kv.types import Event
+from sediment.actors.kv.types import Event, key_in_range
 from sediment.actors.kv.watch_protocol import (
     ALL_KEYS,
     BROADCAST_ID,
@@ -422,19 +422,11 @@ def _on_tick(s: WatcherState, now: float, fx: list[Effect]) -> None:
 # ---- delivery, fetching, progress ------------------------------------------------------
 
 
-def _matches(w: WatchState, key: bytes) -> bool:
-    if w.range_end is None:
-        return key == w.key
-    if w.range_end == ALL_KEYS:
-        return key >= w.key
-    return w.key <= key < w.range_end
-
-
 def _select(w: WatchState, events: Iterable[Event]) -> tuple[Event, ...]:
     """The watch's view of events: its range and revisions, filters, prev_kv if asked."""
     out = []
     for e in events:
-        if e.kv.mod_revision < w.next_revision or not _matches(w, e.kv.key):
+        if e.kv.mod_revision < w.next_revision or not key_in_range(e.kv.key, w.key, w.range_end):
             continue
         if (e.kind == "put" and w.no_put) or (e.kind == "delete" and w.no_delete):
             continue

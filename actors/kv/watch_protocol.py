@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sediment.actors.kv.errors import KvError
-from sediment.actors.kv.types import Event
+from sediment.actors.kv.types import ALL_KEYS, Event
 
-ALL_KEYS = b"\0"  # range_end meaning "every key >= key" (the same value as store.ALL_KEYS)
 BROADCAST_ID = -1  # etcd's InvalidWatchID: a progress response for every watch of the stream
 
 # ---- events (shell -> core) ------------------------------------------------------------

@@ -43,10 +43,9 @@ from sediment.actors.kv.types import (
     TxnOp,
     TxnResponse,
     TxnResult,
+    key_in_range,
 )
 from sediment.scenarios.history import Op
-
-ALL_KEYS = b"\0"
 
 # (exists, value, version): everything one key shows without revisions
 KeyState = tuple[bool, bytes, int]
@@ -88,11 +87,7 @@ class KeyOp:
 
 
 def covers(key: bytes, range_end: bytes | None, name: bytes) -> bool:
-    if range_end is None:
-        return name == key
-    if range_end == ALL_KEYS:
-        return name >= key
-    return key <= name < range_end
+    return key_in_range(name, key, range_end)
 
 
 def _seen_kv(kv: KeyValue | None, with_value: bool = True) -> Seen:

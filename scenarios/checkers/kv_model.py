@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from sediment.actors.kv.types import (
+    ALL_KEYS,
     Compact,
     CompactResult,
     Compare,
@@ -42,6 +43,7 @@ from sediment.actors.kv.types import (
     TxnOp,
     TxnResponse,
     TxnResult,
+    key_in_range,
 )
 from sediment.scenarios.history import (
     ERR_COMPACTED,
@@ -50,8 +52,6 @@ from sediment.scenarios.history import (
     Request,
     Result,
 )
-
-ALL_KEYS = b"\0"  # range_end meaning "every key >= key" (store.ALL_KEYS)
 
 # (mod_revision, create_revision, version, value); value None is a tombstone
 Version = tuple[int, int, int, bytes | None]
@@ -92,14 +92,6 @@ class KvState:
 EMPTY = KvState(0, 0, (), ())
 
 
-def _in_range(name: bytes, key: bytes, range_end: bytes | None) -> bool:
-    if range_end is None:
-        return name == key
-    if range_end == ALL_KEYS:
-        return name >= key
-    return key <= name < range_end
-
-
 def _visible(hist: History, at: int) -> Version | None:
     """The key's live version at revision `at` (None: absent or deleted)."""
     for v in reversed(hist):
@@ -113,7 +105,7 @@ def _live(
 ) -> list[KeyValue]:
     out = []
     i = bisect.bisect_left(names, key)
-    while i < len(names) and _in_range(names[i], key, range_end):
+    while i < len(names) and key_in_range(names[i], key, range_end):
         v = _visible(hists[i], at)
         if v is not None:
             out.append(_kv(names[i], v))

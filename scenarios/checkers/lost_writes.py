@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sediment.actors.kv.types import (
+    ALL_KEYS,
     DeleteRange,
     DeleteResult,
     KeyValue,
@@ -34,7 +35,6 @@ from sediment.scenarios.checkers.result import CheckResult, passed, unknown, vio
 from sediment.scenarios.history import History, Op, show
 
 NAME = "no_lost_writes"
-ALL_KEYS = b"\0"
 MAX_DETAILS = 10
 
 
