@@ -226,13 +226,12 @@ def _install(path: str, meta: BlockMeta, write: Callable[[BinaryIO], None],
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{meta.id}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
+        with os.fdopen(fd, "wb") as raw:
+            out = _Hashing(raw)
+            write(out)  # type: ignore[arg-type]  # a write-only file, all pyarrow needs
+            raw.flush()
+            os.fsync(raw.fileno())
         fp("block.after_temp_sync")
-        with open(tmp, "rb") as written:
-            data = written.read()
         fp("block.before_rename")
         os.replace(tmp, path)
     except BaseException:
@@ -241,7 +240,42 @@ def _install(path: str, meta: BlockMeta, write: Callable[[BinaryIO], None],
         raise
     fp("block.after_rename")
     fsync_dir(directory)
-    return replace(meta, size_bytes=len(data), checksum=file_checksum(data))
+    return replace(meta, size_bytes=out.size, checksum=out.hash.hexdigest())
+
+
+class _Hashing:
+    """A write-only file that checksums what goes through it, so a block's checksum
+    costs no second read of a file that may be gigabytes (same digest as
+    `file_checksum`)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.hash = hashlib.blake2b(digest_size=16)
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.hash.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:  # the caller closes the real file after its fsync
+        self.closed = True
 
 
 def _existing(path: str, table: pa.Table, meta: BlockMeta) -> BlockMeta:
