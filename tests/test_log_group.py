@@ -195,15 +195,22 @@ def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path) -
     def write(start: int, n: int) -> None:
         put_mixed(rt, spec, start, n, keys, latest)
 
-    write(0, 5)
+    write(0, 20)  # n3 takes its own snapshot at 15: it restarts with applied 15
+    assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
     node_sup = requests.child_pid(rt.call(top, requests.which_children()), "node:n3")
     assert node_sup is not None
     assert rt.call(node_sup, requests.terminate_child("raft:g1")) == "ok"  # n3 stops
-    write(5, 60)  # snapshots at 15..60; the leader keeps only 5 entries past them
+    write(20, 50)  # snapshots at 30..60; the leader keeps only 5 entries past them
     assert rt.call(node_sup, requests.restart_child("raft:g1"))[0] == "ok"
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
     n3 = status(rt, spec)["n3"]
     assert n3["installs"] >= 1 and n3["snapshot_index"] >= 45, n3  # caught up by an install
+    # The installed snapshot keeps every live entry, also those at or below what n3 had
+    # applied before the install (its own cold keys up to 15): the leader does not send
+    # those again, n3 keeps them from its own log.
+    cold = [i for k, i in keys.items() if k != "hot" and i <= n3["snapshot_index"]]
+    hot = 1  # the hot key's latest put as of the snapshot
+    assert n3["live_indexes"] == len(cold) + hot and min(cold) <= 15, (n3, keys)
     assert values(rt, spec, "n3", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
     write(65, 5)  # and it keeps replicating after the install
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)

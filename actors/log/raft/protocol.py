@@ -179,6 +179,7 @@ class StoreSnapshotChunk:
     chunk_no: int
     data: bytes
     last: bool
+    live_indexes: tuple[int, ...] = ()  # with `last`: the snapshot's whole live set
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,7 +135,8 @@ def on_install_snapshot(s: RaftState, m: InstallSnapshot, out: Out) -> None:
         return
     if m.chunk_no == inst.next_chunk:
         last = m.phase == "last"
-        out.storage.append(StoreSnapshotChunk(inst.index, inst.term, m.chunk_no, m.chunk, last))
+        out.storage.append(StoreSnapshotChunk(inst.index, inst.term, m.chunk_no, m.chunk, last,
+                                              m.live_indexes if last else ()))
         s.install = inst = replace(inst, next_chunk=inst.next_chunk + 1, done=last)
         if last:
             return

@@ -103,7 +103,8 @@ class InstallSnapshot:
 
     "init" announces the snapshot; "pre" carries live entries above the follower's
     last_applied (`last`: no more live entries follow); "next"/"last" carry snapshot
-    chunk `chunk_no` ("last" is the final one)."""
+    chunk `chunk_no` ("last" is the final one, with the snapshot's whole live set: the
+    follower keeps the live entries at or below its last_applied from its own log)."""
 
     group: str
     term: int
@@ -115,6 +116,7 @@ class InstallSnapshot:
     chunk: bytes = b""
     chunk_no: int = 0
     last: bool = False
+    live_indexes: tuple[int, ...] = ()  # on the final chunk: every live index of the snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,8 @@ async def snapshot_message(shell: _Shell, state: RaftState,
         final = n >= len(chunks) - 1
         msg = rt.InstallSnapshot(phase="last" if final else "next",  # type: ignore[arg-type]
                                  chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n,
-                                 last=final, **base)
+                                 last=final, **base,
+                                 live_indexes=info.state.live_indexes if final else ())
     return msg
 
 
@@ -99,6 +100,7 @@ def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
         shell.install = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
     shell.install.write(eff.data)
     if eff.last:
+        shell.install_live = eff.live_indexes
         shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term))
 
 
@@ -110,16 +112,21 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
     if writer is None or shell.install_index != eff.snapshot_index:
         raise RuntimeError(f"no staged snapshot {eff.snapshot_index} to restore")
     entries = list(shell.install_entries)
+    by_index = {e.index: e for e in entries}
+    live = tuple(sorted(set(shell.install_live) | set(by_index)))
+    # Live entries the leader did not send are committed here already: read them before
+    # the new snapshot state lets the WAL and the segments drop anything.
+    by_index.update(await _own_entries(shell, state, [i for i in live if i not in by_index]))
     write_file_durable(os.path.join(writer.tmp, LIVE_FILE),
                        pickle.dumps([to_stored(e) for e in entries]), sync_dir=False)
-    info = writer.commit([e.index for e in entries], fp=shell.ctx.failpoint_sync)
+    info = writer.commit(live, fp=shell.ctx.failpoint_sync)
     staging = _staging_file(shell)
     shell.install, shell.install_entries, shell.install_index = None, [], 0
+    shell.install_live = ()
     if os.path.exists(staging):
         os.unlink(staging)
     shell.ctx.failpoint_sync("install.after_activate")
     shell.installs += 1
-    by_index = {e.index: e for e in entries}
     shell.machine.restore(snapshot.read_data(info), info.index, by_index.get)
     shell.snap_state = info.state
     shell.trim_to = (info.index, info.term)
@@ -127,6 +134,26 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
         shell.ctx.send(pid, SnapshotStateChanged(shell.spec.group, info.state))
     keep = [] if eff.discard_log else [e for e in state.entries if e.index > info.index]
     await _land(shell, [to_stored(e) for e in entries], [to_stored(e) for e in keep])
+
+
+async def _own_entries(shell: _Shell, state: RaftState, indexes: list[int]) -> dict[int, Entry]:
+    """These entries from this member's own log (segments, then one read of the WAL's
+    memtable); a missing one means the snapshot cannot be restored here."""
+    gdir = shell.spec.group_dir(state.me)
+    found: dict[int, Entry] = {}
+    for i in indexes:
+        entry = local_entry(state, shell.refs, gdir, i)
+        if entry is not None:
+            found[i] = entry
+    missing = [i for i in indexes if i not in found]
+    if missing:
+        held = await shell.ctx.call(shell.wal, ("recovered", shell.spec.group), timeout=60)
+        by_index = {s.index: s for s in held}
+        for i in missing:
+            if i not in by_index:
+                raise RuntimeError(f"live entry {i} of {shell.spec.group} is in no log here")
+            found[i] = from_stored(by_index[i])
+    return found
 
 
 async def land_if_missing(shell: _Shell, info: snapshot.SnapshotInfo, memtable: list[Stored],
@@ -175,7 +202,7 @@ def _staging_file(shell: _Shell) -> str:
 def _abort_install(shell: _Shell) -> None:
     if shell.install is not None:
         shell.install.abort()
-    shell.install, shell.install_entries = None, []
+    shell.install, shell.install_entries, shell.install_live = None, [], ()
     staging = _staging_file(shell)
     if os.path.exists(staging):
         os.unlink(staging)
