@@ -52,6 +52,8 @@ OUTCOMES: tuple[Outcome, ...] = ("ok", "fail", "info")
 OP_KINDS: tuple[OpKind, ...] = ("put", "delete", "get", "range", "txn", "compact")
 FORMAT_VERSION = 1
 
+CLUSTER_CLIENT = -1  # Op.client of what the cluster did on its own (not a client request)
+
 DEFAULT_MAX_OPS = 200_000
 DEFAULT_MAX_WATCH_RESPONSES = 1_000_000
 DEFAULT_MAX_EVENTS = 100_000  # faults + compactions
@@ -106,7 +108,11 @@ class Failure:
 class Op:
     """One client operation. `complete_t` is None while in flight and for an `info`
     operation that never came back; an `info` op may still carry the time the client gave
-    up (checkers ignore it: an indeterminate op completes at +inf)."""
+    up (checkers ignore it: an indeterminate op completes at +inf). `index`: the raft log
+    index of the request's entry when known (Sediment numbers a write's revision by it;
+    None for a store that does not, or when the entry is unknown). `client` is
+    CLUSTER_CLIENT for what the cluster did on its own (the compaction coordinator's
+    Compacts, read from the log)."""
 
     client: int
     kind: OpKind
@@ -115,6 +121,7 @@ class Op:
     complete_t: float | None
     outcome: Outcome
     result: Result | Failure | None = None
+    index: int | None = None
 
     def __post_init__(self) -> None:
         _check_op(self)
@@ -217,7 +224,9 @@ class History:
         out = list(self.compactions)
         for op in self.ops:
             if op.ok and isinstance(op.args, Compact) and op.complete_t is not None:
-                out.append(CompactionEvent(op.args.revision, op.invoke_t, op.complete_t))
+                source = "cluster" if op.client == CLUSTER_CLIENT else "client"
+                out.append(CompactionEvent(op.args.revision, op.invoke_t, op.complete_t,
+                                           source=source))
         return sorted(out, key=lambda c: (c.t_end, c.revision))
 
     def to_json(self) -> str:
@@ -316,14 +325,16 @@ class HistoryRecorder:
         outcome: Outcome,
         t: float,
         result: Result | Failure | BaseException | None = None,
+        index: int | None = None,
     ) -> Op:
-        """Record how `handle` ended. An exception as `result` becomes a `Failure`."""
+        """Record how `handle` ended (`index`: its log entry, when known). An exception as
+        `result` becomes a `Failure`."""
         if self._in_flight.get(handle.client) != handle.index:
             raise HistoryError(f"{handle} is not in flight")
         pending = self._ops[handle.index]
         res = Failure.of(result) if isinstance(result, BaseException) else result
         done = Op(pending.client, pending.kind, pending.args, pending.invoke_t, _time(t),
-                  outcome, res)
+                  outcome, res, index)
         if done.complete_t is not None and done.complete_t < done.invoke_t:
             raise HistoryError(f"completion {t} before invocation {done.invoke_t}")
         self._ops[handle.index] = done
@@ -450,6 +461,8 @@ def _check_op(op: Op) -> None:
             raise HistoryError("a failed op needs a completion time and a Failure")
     elif op.result is not None and not isinstance(op.result, Failure):
         raise HistoryError("an info op's result is None or a Failure")
+    if op.index is not None and (not _is_int(op.index) or op.index < 1):
+        raise HistoryError(f"a log index must be an int >= 1, got {op.index!r}")
 
 
 def _expect(x: object, cls: type[Any]) -> Any:
@@ -591,6 +604,7 @@ ERR_COMPACTED = kv_errors.ErrCompacted.__name__
 ERR_FUTURE_REV = kv_errors.ErrFutureRev.__name__
 
 __all__ = [
+    "CLUSTER_CLIENT",
     "ERR_COMPACTED",
     "ERR_FUTURE_REV",
     "OP_KINDS",

@@ -44,6 +44,10 @@ CHECKS: tuple[str, ...] = (
 MIX_OPS: tuple[str, ...] = ("put", "delete", "txn", "range", "get")
 FILTERS: tuple[str, ...] = ("no_put", "no_delete")
 WATCH_STARTS: tuple[str, ...] = ("now", "compact", "below_compact", "above_compact")
+Trigger = Literal["notice", "compact_entry", "physical_compaction", "snapshot_install"]
+TRIGGERS: tuple[Trigger, ...] = (
+    "notice", "compact_entry", "physical_compaction", "snapshot_install",
+)
 NODE_ROLES: tuple[str, ...] = ("leader", "follower")  # a node picked by its raft role
 
 MAX_TEXT_BYTES = 1 << 20
@@ -126,6 +130,7 @@ class WatcherSpec:
     resume_at: float | None = None  # ... and resume
     prev_kv: bool = False
     filters: tuple[str, ...] = ()
+    open_at: float = 0.0  # when the watch is opened (its start is resolved then)
 
 
 @dataclass(frozen=True)
@@ -255,10 +260,21 @@ RANGED: frozenset[str] = frozenset({
 
 
 @dataclass(frozen=True)
+class When:
+    """A fault that waits, from its `at`, for a moment of the compaction protocols (etcd's
+    failpoint triggers): the action is applied as soon as `trigger` holds, or at the end
+    of the `within` window if it never does (the run reports that as a missed trigger)."""
+
+    trigger: Trigger
+    within: float | None = None  # seconds after `at`; None: until `until` or the end
+
+
+@dataclass(frozen=True)
 class Fault:
     at: float
     action: FaultAction
     until: float | None = None
+    when: When | None = None
 
     @property
     def name(self) -> str:
@@ -606,12 +622,16 @@ class _Validator:
         return tuple(self.watcher(x, (*path, i)) for i, x in enumerate(items))
 
     def watcher(self, v: object, path: Path_) -> WatcherSpec:
-        known = ("count", "start", "slow", "pause_at", "resume_at", "prev_kv", "filters")
+        known = ("count", "start", "open_at", "slow", "pause_at", "resume_at", "prev_kv",
+                 "filters")
         m = self.mapping(v, path, known)
+        open_at = self.opt(m, "open_at", path, self.time, 0.0)
         pause = self.opt(m, "pause_at", path, self.time, None)
         resume = self.opt(m, "resume_at", path, self.time, None)
         if resume is not None and (pause is None or resume <= pause):
             self.fail((*path, "resume_at"), "needs pause_at and must be after it")
+        if pause is not None and pause < open_at:
+            self.fail((*path, "pause_at"), f"must not be before open_at ({open_at:g})")
         no_filters: tuple[str, ...] = ()
         filters = self.opt(m, "filters", path, lambda x, p: self.distinct(
             [self.choice(f, (*p, i), FILTERS) for i, f in enumerate(self.items(x, p, 2))], p),
@@ -619,6 +639,7 @@ class _Validator:
         return WatcherSpec(
             count=self.opt(m, "count", path, lambda x, p: self.integer(x, p, 1, 64), 1),
             start=self.opt(m, "start", path, self.watch_start, "now"),
+            open_at=open_at,
             slow=self.opt(m, "slow", path, lambda x, p: self.number(x, p, 0.0, 60.0), None),
             pause_at=pause,
             resume_at=resume,
@@ -669,7 +690,10 @@ class _Validator:
         return tuple(self.fault(x, (*path, i)) for i, x in enumerate(items))
 
     def fault(self, v: object, path: Path_) -> Fault:
-        m = self.mapping(v, path, ("at", "until", *ACTIONS), required=("at",))
+        # `when` is checked apart so that a typo's "known:" list names the actions
+        when_raw = v.get("when") if isinstance(v, dict) else None
+        rest = {k: x for k, x in v.items() if k != "when"} if isinstance(v, dict) else v
+        m = self.mapping(rest, path, ("at", "until", *ACTIONS), required=("at",))
         at = self.time(m["at"], (*path, "at"))
         actions = [k for k in m if k in ACTIONS]
         if len(actions) != 1:
@@ -685,7 +709,24 @@ class _Validator:
             until = self.time(m["until"], (*path, "until"))
             if until <= at:
                 self.fail((*path, "until"), f"must be after at ({at:g}), got {until:g}")
-        return Fault(at, action, until)
+        when = None if when_raw is None else self.when(when_raw, (*path, "when"), at, until)
+        return Fault(at, action, until, when)
+
+    def when(self, v: object, path: Path_, at: float, until: float | None) -> When:
+        """`when: notice` or `when: {trigger: notice, within: 2}`."""
+        if isinstance(v, str):
+            return When(cast(Trigger, self.choice(v, path, TRIGGERS)))
+        m = self.mapping(v, path, ("trigger", "within"), required=("trigger",))
+        trigger = cast(Trigger, self.choice(m["trigger"], (*path, "trigger"), TRIGGERS))
+        within = self.opt(m, "within", path,
+                          lambda x, p: self.number(x, p, 0.0, MAX_DURATION_S, open_lo=True), None)
+        if within is not None:
+            end = until if until is not None else self.duration
+            if at + within > end:
+                what = "until" if until is not None else "duration"
+                self.fail((*path, "within"), f"the window must end by {what} ({end:g}), "
+                          f"got at + within = {at + within:g}")
+        return When(trigger, within)
 
     def action(self, name: str, v: object, path: Path_) -> FaultAction:
         args: dict[str, Any] = {} if v is None else self.mapping(v, path, _ARGS[name])
@@ -880,6 +921,8 @@ def _scenario_dict(s: Scenario) -> dict[str, Any]:
 
 def _watcher_dict(w: WatcherSpec) -> dict[str, Any]:
     d: dict[str, Any] = {"count": w.count, "start": w.start, "prev_kv": w.prev_kv}
+    if w.open_at:
+        d["open_at"] = _num(w.open_at)
     for k in ("slow", "pause_at", "resume_at"):
         if getattr(w, k) is not None:
             d[k] = _num(getattr(w, k))
@@ -892,6 +935,9 @@ def _fault_dict(f: Fault) -> dict[str, Any]:
     d: dict[str, Any] = {"at": _num(f.at), f.name: _action_dict(f.action)}
     if f.until is not None:
         d["until"] = _num(f.until)
+    if f.when is not None:
+        d["when"] = (f.when.trigger if f.when.within is None
+                     else {"trigger": f.when.trigger, "within": _num(f.when.within)})
     return d
 
 
@@ -900,6 +946,7 @@ __all__ = [
     "ClockSkew", "Cluster", "CompactAt", "Compactions", "Delay", "Drop", "Fault",
     "FaultAction", "Heal", "KillNode", "KillProcess", "Mix", "Partition", "PauseProcess",
     "ProcessTarget", "RestartNode", "RestartProcess", "ResumeProcess", "Scenario",
-    "ScenarioError", "Settings", "Traffic", "WatcherSpec", "load", "load_dict", "load_dir",
+    "ScenarioError", "Settings", "TRIGGERS", "Traffic", "Trigger", "WatcherSpec", "When",
+    "load", "load_dict", "load_dir",
     "loads", "show_path",
 ]

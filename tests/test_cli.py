@@ -1,12 +1,15 @@
-"""The `sediment` command: help, version, demo dispatch."""
+"""The `sediment` command: help, version, demo dispatch; run, start and status."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,3 +95,146 @@ def test_missing_demo_is_a_clear_error(
     monkeypatch.setitem(sys.modules, "sediment.demo", None)  # import now fails
     assert cli.main(["demo"]) == 2
     assert "sediment/demo.py" in capsys.readouterr().err
+
+
+# ---- run / start / status -------------------------------------------------------------
+
+SMALL_SCENARIO = """\
+# A short run for the CLI tests.
+name: cli-small
+duration: 1.5
+cluster:
+  nodes: 3
+  settings: {compaction_interval: 0.3, election_timeout: [0.3, 0.6], heartbeat_interval: 0.05}
+traffic:
+  clients: 2
+  rate: 15
+  keys: 3
+  watchers:
+    - {count: 1, prev_kv: true}
+faults:
+  - {at: 0.5, kill_node: {node: leader}}
+"""
+
+
+def sim_env() -> dict[str, str]:
+    """The environment of a CLI child: a fixed hash seed (so `run` needs no re-exec)."""
+    return {**os.environ, "PYTHONHASHSEED": "0", "SEDIMENT_LOG_LEVEL": "error"}
+
+
+def run_cli(*args: str, timeout: float = 120,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sediment", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env or sim_env())
+
+
+@pytest.mark.slow
+def test_run_writes_the_report_and_exits_0(tmp_path: Path) -> None:
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL_SCENARIO)
+    out = tmp_path / "out"
+    result = run_cli("run", str(scenario), "--out", str(out), "--seed", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "cli-small seed 3: PASS" in result.stdout
+    assert f"report: {out}" in result.stdout
+    run_dir = out / "cli-small" / "seed-3"
+    verdict = json.loads((run_dir / "result.json").read_text())
+    assert verdict["verdict"] == "pass" and verdict["seed"] == 3
+    assert verdict["python_hash_seed"] == "0"
+    assert "<svg" in (run_dir / "timeline.html").read_text()
+    assert json.loads((out / "summary.json").read_text())["passed"] == 1
+    assert not (run_dir / "data").exists()  # a passing run's cluster files are removed
+
+
+def test_run_a_broken_scenario_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nduration: 5\ntraffic:\n  clinets: 3\n")
+    # without a hash seed: `run` re-executes itself with one first (a sim seed then
+    # replays exactly across invocations), and still reports the file
+    env = {k: v for k, v in sim_env().items() if k != "PYTHONHASHSEED"}
+    result = run_cli("run", str(bad), "--out", str(tmp_path / "out"), env=env)
+    assert result.returncode == 2
+    assert ("bad.yaml:4:3: traffic.clinets: unknown key (did you mean 'clients'?)"
+            in result.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_a_directory_without_scenarios_is_an_error(tmp_path: Path) -> None:
+    assert cli.main(["run", str(tmp_path)]) == 2
+
+
+def test_run_exit_codes_follow_the_verdicts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from sediment.scenarios import runner
+    from sediment.scenarios.checkers.result import passed, unknown, violated
+    from sediment.scenarios.history import History
+
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL_SCENARIO)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")  # no re-exec of the test process
+    checks = {1: [passed("linearizable")], 2: [violated("linearizable", "planted")],
+              3: [unknown("linearizable", "budget")]}
+
+    def fake(s: Any, backend: str, seed: int, data_dir: Any, progress: Any = None) -> Any:
+        return runner.RunResult(s, backend, seed, checks[seed], History())
+
+    monkeypatch.setattr(runner, "run_scenario", fake)
+    for seed, code in ((1, 0), (2, 1), (3, 3)):
+        assert cli.main(["run", str(scenario), "--seed", str(seed), "--out",
+                         str(tmp_path / f"o{seed}")]) == code
+    out = capsys.readouterr().out
+    assert "linearizable: violation: planted" in out and "UNKNOWN" in out
+
+
+def test_seeds_run_from_the_first_seed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from sediment.scenarios import runner
+    from sediment.scenarios.history import History
+
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL_SCENARIO)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    seen: list[tuple[str, int]] = []
+
+    def fake(s: Any, backend: str, seed: int, data_dir: Any, progress: Any = None) -> Any:
+        seen.append((backend, seed))
+        return runner.RunResult(s, backend, seed, [], History())
+
+    monkeypatch.setattr(runner, "run_scenario", fake)
+    assert cli.main(["run", str(scenario), "--seed", "7", "--seeds", "3",
+                     "--out", str(tmp_path / "o")]) == 0
+    assert seen == [("sim", 7), ("sim", 8), ("sim", 9)]
+
+
+def test_status_without_a_cluster_is_a_clear_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["status", "--data-dir", str(tmp_path)]) == 2
+    assert "sediment start --data-dir" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_start_keeps_a_cluster_up_and_status_shows_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    start = subprocess.Popen(
+        [sys.executable, "-m", "sediment", "start", "--backend", "sim", "--data-dir",
+         str(data), "--for", "6", "--compaction-interval", "0.5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=sim_env())
+    try:
+        status = None
+        for _ in range(120):
+            time.sleep(0.25)
+            if (data / cli.STATE_FILE).exists():
+                status = run_cli("status", "--data-dir", str(data))
+                break
+        assert status is not None and status.returncode == 0, status
+        assert "running" in status.stdout and "leader: n" in status.stdout
+        for word in ("node", "role", "head", "compact", "floor", "segments", "n3"):
+            assert word in status.stdout
+        state = json.loads(run_cli("status", "--data-dir", str(data), "--json").stdout)
+        assert state["running"] and len(state["members"]) == 3
+        out, _ = start.communicate(timeout=60)
+        assert start.returncode == 0 and "sediment status --data-dir" in out
+    finally:
+        if start.poll() is None:
+            start.kill()
+    after = run_cli("status", "--data-dir", str(data))
+    assert after.returncode == 1 and "not running" in after.stdout

@@ -38,10 +38,12 @@ def run(
     truth: Sequence[Event] | None = None,
     head: int | None = None,
     budget: int = DEFAULT_BUDGET,
+    local_watches: bool = False,
 ) -> list[CheckResult]:
     """Run the named checks in order. `start`: the store when the run began; `final`:
     the state read after recovery (default: the history's last full read); `truth`,
-    `head`: the committed history for the watch checks (default: rebuilt)."""
+    `head`: the committed history for the watch checks (default: rebuilt);
+    `local_watches`: watches are served from one node's state (see revisions.check)."""
     unknown_names = [n for n in names if n not in NAMES]
     if unknown_names:
         raise ValueError(f"unknown checks {unknown_names}; known: {list(NAMES)}")
@@ -56,7 +58,7 @@ def run(
         elif name == compaction_safety.NAME:
             out.append(compaction_safety.check(history))
         else:
-            out.append(revisions.check(history))
+            out.append(revisions.check(history, local_watches))
     return out
 
 

@@ -12,7 +12,8 @@ two kinds of records:
   needing a revision at or below the compaction revision was passed (the rule of
   `watch_checker`'s `CompactionRecord`, reused);
 - cancels: a watch that ended "compacted" at revision C, where C is not the target of any
-  client Compact, and no compaction to at least the watch's start could have taken effect
+  client Compact (the coordinator's own Compacts, recorded as ops of CLUSTER_CLIENT, are
+  not client ones), and no compaction to at least the watch's start could have taken effect
   before the watch was created (its `t_start` <= the watch's creation; 0 = unknown, which
   always could). Such a watch was admitted, live, and later passed. The runner should
   record a cluster compaction's `t_start` as the start of its cycle (the admission floor
@@ -27,7 +28,7 @@ from sediment.actors.kv.types import Compact
 from sediment.actors.kv.watch_checker import CompactionRecord
 from sediment.actors.kv.watch_checker import check as check_watches
 from sediment.scenarios.checkers.result import CheckResult, Evidence, passed, violated
-from sediment.scenarios.history import History, WatchLog
+from sediment.scenarios.history import CLUSTER_CLIENT, History, WatchLog
 
 NAME = "compaction_safe"
 MAX_DETAILS = 10
@@ -45,7 +46,8 @@ def _by_positions(history: History) -> Iterator[tuple[str, tuple[Evidence, ...]]
 
 def _client_targets(history: History) -> set[int]:
     return {op.args.revision for op in history.ops
-            if isinstance(op.args, Compact) and op.outcome != "fail"}
+            if isinstance(op.args, Compact) and op.outcome != "fail"
+            and op.client != CLUSTER_CLIENT}
 
 
 def _by_cancels(history: History) -> Iterator[tuple[str, tuple[Evidence, ...]]]:
@@ -72,7 +74,7 @@ def _cancel_text(w: WatchLog, start: int, created: float) -> str:
 def check(history: History) -> CheckResult:
     found = [*_by_positions(history), *_by_cancels(history)]
     if not found:
-        cluster = sum(1 for c in history.compactions if c.source != "client")
+        cluster = sum(1 for c in history.compaction_events() if c.source != "client")
         return passed(NAME, f"{cluster} cluster compactions, {len(history.watches)} watches")
     message, evidence = found[0]
     details = [m for m, _ in found[1:MAX_DETAILS]]

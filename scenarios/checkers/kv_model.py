@@ -13,6 +13,15 @@ The same semantics as `actors/kv/store.py` (and etcd's `mvcc`), without SQLite:
   before anything is written (a bad one fails the whole txn); reads inside the txn see
   its earlier writes.
 
+Revisions as Sediment numbers them: every request is a raft log entry, and a write's
+revision is the index of its entry (so revisions have gaps where reads, no-ops and
+compactions sit). `apply(state, request, index)` takes that index when it is known:
+the write gets it as its revision, and the state remembers the last index applied, so
+requests must come in log order (an index at or below the last one answers
+`OUT_OF_ORDER`, which matches nothing a client recorded). Without an index a write takes
+the next revision (etcd's numbering, and the best guess for a write whose entry is
+unknown).
+
 States are immutable and hashable (the search memoises them). A state keeps, per key,
 only the versions a later read can still ask for: the latest one at or below the
 `horizon` and everything after it. The horizon is the compact revision, or the lowest
@@ -59,18 +68,21 @@ History = tuple[Version, ...]
 
 
 class KvState:
-    """Head, compact revision and each key's versions (oldest first), keys sorted."""
+    """Head, compact revision and each key's versions (oldest first), keys sorted;
+    `index`: the last log index applied (0 when no request carried one)."""
 
-    __slots__ = ("_hash", "compact", "head", "hists", "names")
+    __slots__ = ("_hash", "compact", "head", "hists", "index", "names")
 
     def __init__(
-        self, head: int, compact: int, names: tuple[bytes, ...], hists: tuple[History, ...]
+        self, head: int, compact: int, names: tuple[bytes, ...], hists: tuple[History, ...],
+        index: int = 0,
     ) -> None:
         self.head = head
         self.compact = compact
         self.names = names
         self.hists = hists
-        self._hash = hash((head, compact, names, hists))
+        self.index = index
+        self._hash = hash((head, compact, names, hists, index))
 
     def __hash__(self) -> int:
         return self._hash
@@ -80,6 +92,7 @@ class KvState:
             isinstance(other, KvState)
             and self._hash == other._hash
             and self.head == other.head
+            and self.index == other.index
             and self.compact == other.compact
             and self.names == other.names
             and self.hists == other.hists
@@ -90,6 +103,7 @@ class KvState:
 
 
 EMPTY = KvState(0, 0, (), ())
+OUT_OF_ORDER = Failure("OutOfOrder", "a log index at or below one already applied")
 
 
 def _visible(hist: History, at: int) -> Version | None:
@@ -182,8 +196,16 @@ class KvModel:
 
     # ---- the step ----
 
-    def apply(self, s: KvState, req: Request) -> tuple[KvState, Result | Failure]:
-        """Run one request: the next state and what the store answers."""
+    def apply(
+        self, s: KvState, req: Request, index: int | None = None
+    ) -> tuple[KvState, Result | Failure]:
+        """Run one request (at log `index`, when known): the next state and what the
+        store answers."""
+        if index is not None:
+            if index <= s.index or index <= s.head:
+                return s, OUT_OF_ORDER
+            s = KvState(s.head, s.compact, s.names, s.hists, index)
+        rev = index if index is not None else max(s.head, s.index) + 1
         if isinstance(req, Range):
             at = self._read_rev(s, req.revision)
             if isinstance(at, Failure):
@@ -194,13 +216,14 @@ class KvModel:
                 return s, Failure(ERR_COMPACTED, compact_revision=s.compact)
             if req.revision > s.head:
                 return s, Failure(ERR_FUTURE_REV)
-            return self._trimmed(s.head, req.revision, s.names, s.hists), CompactResult(s.head)
+            trimmed = self._trimmed(s.head, req.revision, s.names, s.hists, s.index)
+            return trimmed, CompactResult(s.head)
         if isinstance(req, Txn):
-            return self._txn(s, req)
-        nxt, responses, _ = self._write(s, (req,))
+            return self._txn(s, req, rev)
+        nxt, responses, _ = self._write(s, (req,), rev)
         return nxt, responses[0]
 
-    def _txn(self, s: KvState, t: Txn) -> tuple[KvState, Result | Failure]:
+    def _txn(self, s: KvState, t: Txn, rev: int) -> tuple[KvState, Result | Failure]:
         succeeded = all(self._compare(s, c) for c in t.compare)
         ops = t.success if succeeded else t.failure
         for op in ops:
@@ -208,7 +231,7 @@ class KvModel:
                 at = self._read_rev(s, op.revision)
                 if isinstance(at, Failure):
                     return s, at
-        nxt, responses, header = self._write(s, ops)
+        nxt, responses, header = self._write(s, ops, rev)
         return nxt, TxnResult(succeeded, responses, header)
 
     def _compare(self, s: KvState, c: Compare) -> bool:
@@ -218,11 +241,11 @@ class KvModel:
         return all(_cmp(getattr(kv, c.target), c.op, c.value) for kv in kvs)
 
     def _write(
-        self, s: KvState, ops: Sequence[TxnOp]
+        self, s: KvState, ops: Sequence[TxnOp], rev: int
     ) -> tuple[KvState, list[TxnResponse], int]:
-        """Apply ops at revision head + 1 (store._write); the header is that revision if
-        anything changed, else head, and the state is unchanged when nothing did."""
-        rev = s.head + 1
+        """Apply ops at revision `rev` (store._write): the entry's index when known, else
+        the next one; the header is that revision if anything changed, else head, and
+        the state is unchanged when nothing did."""
         names, hists = list(s.names), list(s.hists)
         changed = 0
         out: list[TxnResponse] = []
@@ -252,10 +275,12 @@ class KvModel:
         responses = [replace(r, revision=header) for r in out]
         if not changed:
             return s, responses, header
-        return self._trimmed(rev, s.compact, tuple(names), tuple(hists)), responses, header
+        index = max(s.index, rev)
+        return self._trimmed(rev, s.compact, tuple(names), tuple(hists), index), responses, header
 
     def _trimmed(
-        self, head: int, compact: int, names: tuple[bytes, ...], hists: tuple[History, ...]
+        self, head: int, compact: int, names: tuple[bytes, ...], hists: tuple[History, ...],
+        index: int,
     ) -> KvState:
         keep_from = max(compact, self.horizon) if self.horizon is not None else None
         new_names: list[bytes] = []
@@ -265,7 +290,7 @@ class KvModel:
             if h:
                 new_names.append(name)
                 new_hists.append(h)
-        return KvState(head, compact, tuple(new_names), tuple(new_hists))
+        return KvState(head, compact, tuple(new_names), tuple(new_hists), index)
 
 
 def _trim(hist: History, keep_from: int | None) -> History:
@@ -307,4 +332,5 @@ def is_read_only(req: Request) -> bool:
     return isinstance(req, Range)
 
 
-__all__ = ["ALL_KEYS", "EMPTY", "KvModel", "KvState", "Version", "is_read_only", "matches"]
+__all__ = ["ALL_KEYS", "EMPTY", "OUT_OF_ORDER", "KvModel", "KvState", "Version", "is_read_only",
+           "matches"]

@@ -20,6 +20,12 @@ P-compositional as a whole):
 Both searches are bounded (`budget` steps; at most PER_KEY_BUDGET for a key, which
 then only leaves the decision to the whole pass); past it the result is "unknown".
 
+Sediment numbers revisions by raft log index (a write's revision is its entry's index),
+so an operation may carry the `index` of its entry (`Op.index`): the model then gives
+the write that revision and takes indexed operations in log order only (see
+`kv_model.py`). Operations without an index get etcd's numbering (the next revision),
+which is what histories of an etcd-like store need.
+
 Indeterminate operations stay candidates forever, so the whole pass uses what revisions
 prove to keep them in check, without losing any linearization that exists (each rule is
 argued where it is defined): an indeterminate write may only raise the head up to the
@@ -56,7 +62,7 @@ from sediment.actors.kv.types import (
     TxnResult,
 )
 from sediment.scenarios.checkers import key_model
-from sediment.scenarios.checkers.kv_model import KvModel, KvState, matches
+from sediment.scenarios.checkers.kv_model import OUT_OF_ORDER, KvModel, KvState, matches
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 from sediment.scenarios.checkers.wgl import (
     DEFAULT_BUDGET,
@@ -149,7 +155,9 @@ def _whole(
 
     def step(s: KvState, c: Call, cap: Callable[[int], int] = cap) -> tuple[KvState, ...]:
         op = by_index[c.id]
-        nxt, out = model.apply(s, op.args)
+        nxt, out = model.apply(s, op.args, op.index)
+        if out is OUT_OF_ORDER:
+            return ()  # the log already holds a later entry: not here
         if c.weak:
             return (nxt,) if nxt.head <= cap(s.head) else ()
         if not c.checked:
@@ -175,7 +183,7 @@ def _whole(
 
     def fails(sub: Sequence[Call]) -> bool | None:
         # an unchecked read constrains nothing; an unchecked write proves no revision
-        marked = [replace(c, defer=c.weak and isinstance(by_index[c.id].args, Compact),
+        marked = [replace(c, defer=c.weak and _floating_compact(by_index[c.id]),
                           after_defer=c.checked and by_index[c.id].error == ERR_COMPACTED)
                   for c in sub if c.checked or not isinstance(by_index[c.id].args, Range)]
         known = [(c.id, by_index[c.id], c.weak or not c.checked) for c in marked]
@@ -189,7 +197,7 @@ def _whole(
     def hint(before: list[Op], culprit: Op) -> str:
         s = init
         for op in before:
-            nxt, out = model.apply(s, op.args)
+            nxt, out = model.apply(s, op.args, op.index)
             if op is culprit:
                 return f"run in invocation order the model answers{_result_text(out)}"
             if op.outcome == "ok":
@@ -238,9 +246,16 @@ def _reads(req: object) -> list[Range]:
 def _call(i: int, op: Op, weak: bool, observed: frozenset[tuple[bytes, bytes]]) -> Call:
     """A call of the whole pass; an indeterminate write whose value someone saw is
     tried first (it almost certainly took effect: traffic values are unique)."""
-    compact = weak and isinstance(op.args, Compact)
+    compact = weak and _floating_compact(op)
     rank = int(weak and bool(_written(op) & observed))
     return Call(i, op.invoke_t, op.end, weak, compact, op.error == ERR_COMPACTED, rank=rank)
+
+
+def _floating_compact(op: Op) -> bool:
+    """A Compact whose log index is unknown: as an indeterminate op it may be moved to
+    right before the ErrCompacted that needs it (`max_weak_run`). One with an index has
+    its place in the log and stays there."""
+    return isinstance(op.args, Compact) and op.index is None
 
 
 def _written(op: Op) -> set[tuple[bytes, bytes]]:

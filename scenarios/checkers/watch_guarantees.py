@@ -33,7 +33,7 @@ from sediment.actors.kv.watch_checker import Cancellation, Response, WatchRecord
 from sediment.actors.kv.watch_checker import check as check_watches
 from sediment.scenarios.checkers.kv_model import KvModel, KvState
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
-from sediment.scenarios.history import History, Op, WatchLog
+from sediment.scenarios.history import History, Op, Request, WatchLog
 
 NAME = "watch_guarantees"
 MAX_DETAILS = 10
@@ -92,6 +92,22 @@ def committed_events(history: History) -> tuple[list[Event], int] | None:
         events += _diff(model, state, nxt, rev)
         state = nxt
     return events, head
+
+
+def log_events(entries: Sequence[tuple[int, Request]]) -> tuple[list[Event], int]:
+    """The committed history of a log whose write revisions are entry indexes
+    (Sediment's): (index, request) pairs applied in index order, the events their writes
+    made, and the head. Requests that write nothing (reads, Compacts) only take an
+    index."""
+    model = KvModel()
+    state = model.initial()
+    events: list[Event] = []
+    for index, request in sorted(entries, key=lambda e: e[0]):
+        nxt, _ = model.apply(state, request, index)
+        if nxt.head == index and state.head != index:
+            events += _diff(model, state, nxt, index)
+        state = nxt
+    return events, state.head
 
 
 def _diff(model: KvModel, before: KvState, after: KvState, rev: int) -> list[Event]:
@@ -153,4 +169,4 @@ def check(
     return violated(NAME, str(first), evidence, details)
 
 
-__all__ = ["NAME", "check", "committed_events", "record"]
+__all__ = ["NAME", "check", "committed_events", "log_events", "record"]

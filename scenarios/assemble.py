@@ -1,0 +1,249 @@
+"""From what a run's processes reported to the history the checkers judge (pure).
+
+Sediment gives every request a raft log entry and numbers a write's revision by the
+entry's index, so the committed log the run read (`processes.log_tail`) places every
+operation:
+
+- an operation that got an answer carries its index already;
+- an indeterminate one (`info`) whose request is in the log gets that entry's index (a
+  write's value is unique; identical requests, e.g. two deletes of one key, are matched
+  in order: the earliest invoked with the lowest index, which is feasible whenever any
+  matching is);
+- an entry nobody asked for is the cluster's own: the compaction coordinator's Compact,
+  recorded as an operation of `CLUSTER_CLIENT` between the last sample in which no
+  admission floor had reached its revision (the cycle's notice came later) and the
+  moment the tail read it, with the answer the log gives. A write nobody sent is a
+  fault of the system (e.g. a request applied twice): it is kept, so the model sees the
+  truth, and reported.
+
+The committed history (every event) is the log replayed through the KV model
+(`watch_guarantees.log_events`), with answered operations filling entries the tail could
+not read any more. Times become seconds since the traffic started (`t0`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sediment.actors.kv.types import Compact, DeleteRange, Event, Put, Range, RangeResult, Txn
+from sediment.scenarios.checkers.kv_model import KvModel
+from sediment.scenarios.checkers.watch_guarantees import log_events
+from sediment.scenarios.history import (
+    CLUSTER_CLIENT,
+    Failure,
+    FaultEvent,
+    History,
+    HistoryRecorder,
+    WatchLog,
+)
+from sediment.scenarios.observe import ClusterView
+from sediment.scenarios.processes import Dump, Missing, OpRecord
+
+REQUEST_TYPES = (Put, DeleteRange, Range, Txn, Compact)
+WRITES = (Put, DeleteRange, Txn)
+
+
+@dataclass(frozen=True)
+class Assembled:
+    history: History
+    truth: list[Event]
+    head: int
+    final: RangeResult | None
+    samples: tuple[ClusterView, ...]
+    notes: tuple[str, ...]
+    strays: tuple[str, ...]  # committed writes no client sent
+    unknown_entries: tuple[int, ...]  # log indexes whose content is unknown
+
+
+def _key(request: Any) -> Any:
+    """A hashable identity of a request (requests are frozen dataclasses)."""
+    try:
+        hash(request)
+    except TypeError:
+        return repr(request)
+    return request
+
+
+def _shift(t: float, t0: float) -> float:
+    return max(0.0, t - t0)
+
+
+def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
+        list[OpRecord], dict[int, Any]]:
+    """Give indeterminate operations the index of their entry; the entries nobody
+    claims remain (index -> command)."""
+    claimed = {op.index for op in ops if op.index is not None}
+    unclaimed: dict[Any, list[int]] = defaultdict(list)
+    for index in sorted(entries):
+        command = entries[index]
+        if index not in claimed and isinstance(command, REQUEST_TYPES):
+            unclaimed[_key(command)].append(index)
+    out = list(ops)
+    waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops)
+                     if op.outcome == "info" and op.index is None
+                     and not isinstance(op.request, Range))
+    for _, i in waiting:
+        free = unclaimed.get(_key(ops[i].request))
+        if free:
+            out[i] = replace(ops[i], index=free.pop(0))
+    left = {index: entries[index] for indexes in unclaimed.values() for index in indexes}
+    return out, left
+
+
+def _observed(ops: Sequence[OpRecord], watches: Sequence[WatchLog]) -> dict[int, set[Any]]:
+    """What clients saw written at each revision: ("put", key, value) and ("delete",
+    key), from watch events and from the values reads returned."""
+    seen: dict[int, set[Any]] = defaultdict(set)
+    for w in watches:
+        for r in w.responses:
+            for e in r.events:
+                mark = ("put", e.kv.key, e.kv.value) if e.kind == "put" else (
+                    "delete", e.kv.key)
+                seen[e.kv.mod_revision].add(mark)
+    for op in ops:
+        if op.outcome != "ok":
+            continue
+        results = [op.result, *getattr(op.result, "responses", [])]
+        for res in results:
+            kvs = list(getattr(res, "kvs", []) or []) + list(getattr(res, "prev_kvs", []) or [])
+            prev = getattr(res, "prev_kv", None)
+            kvs += [prev] if prev is not None else []
+            for kv in kvs:
+                seen[kv.mod_revision].add(("put", kv.key, kv.value))
+    return seen
+
+
+def _writes(request: Any) -> set[Any]:
+    """The marks (as `_observed` makes them) a request could leave."""
+    ops = [request] if isinstance(request, Put | DeleteRange) else [
+        *request.success, *request.failure] if isinstance(request, Txn) else []
+    out: set[Any] = set()
+    for o in ops:
+        if isinstance(o, Put):
+            out.add(("put", o.key, o.value))
+        elif isinstance(o, DeleteRange) and o.range_end is None:
+            out.add(("delete", o.key))
+    return out
+
+
+def place_by_observation(ops: list[OpRecord], unknown: Sequence[int],
+                         watches: Sequence[WatchLog]) -> list[OpRecord]:
+    """Give an indeterminate write the revision clients saw its effect at, for entries
+    the tail could not read (a unique value names its write)."""
+    seen = _observed(ops, watches)
+    out = list(ops)
+    taken = {op.index for op in ops if op.index is not None}
+    for index in unknown:
+        marks = seen.get(index)
+        if not marks or index in taken:
+            continue
+        for i, op in enumerate(out):
+            if op.outcome == "info" and op.index is None and marks & _writes(op.request):
+                out[i] = replace(op, index=index)
+                taken.add(index)
+                break
+    return out
+
+
+def _compact_start(revision: int, seen: float, samples: Sequence[ClusterView]) -> float:
+    """The last sample before `seen` in which no live KV node's floor reached `revision`:
+    the coordinator's notice for it came after."""
+    start = 0.0
+    for s in samples:
+        if s.t > seen:
+            break
+        if all(m.floor < revision for m in s.members if m.kv_up):
+            start = s.t
+    return start
+
+
+def _replayed(entries: dict[int, Any]) -> dict[int, Any]:
+    """What the model answers at each index of the log (answered in index order)."""
+    model = KvModel()
+    state = model.initial()
+    out = {}
+    for index in sorted(entries):
+        command = entries[index]
+        if isinstance(command, REQUEST_TYPES):
+            state, out[index] = model.apply(state, command, index)
+    return out
+
+
+def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
+             final: OpRecord | None) -> Assembled:
+    notes = list(dump.notes)
+    entries = {e.index: e.command for e in dump.entries}
+    seen_at = {e.index: e.seen_t for e in dump.entries}
+    ops, left = place_ops(dump.ops, entries)
+    # answered operations fill entries the tail missed
+    known = dict(entries)
+    for op in ops:
+        if op.index is not None and (op.index not in known or isinstance(known[op.index],
+                                                                          Missing)):
+            known[op.index] = op.request
+    unread = sorted(i for i, c in known.items() if isinstance(c, Missing))
+    if unread:
+        ops = place_by_observation(ops, unread, dump.watches)
+        for op in ops:
+            if op.index in unread:
+                known[op.index] = op.request
+    unknown = tuple(sorted(i for i, c in known.items() if isinstance(c, Missing)))
+    replay = _replayed(known)
+    samples = tuple(replace(s, t=_shift(s.t, t0)) for s in dump.samples)
+    extra: list[OpRecord] = []
+    strays: list[str] = []
+    for index, command in sorted(left.items()):
+        if isinstance(command, Range):
+            continue  # a read nobody waits for (the cluster's own barrier): changes nothing
+        if isinstance(command, WRITES):
+            strays.append(f"entry {index} holds {command!r:.160} which no client sent "
+                          "(or sent once and it was applied twice)")
+        result = replay.get(index)
+        outcome = "fail" if isinstance(result, Failure) else "ok"
+        seen = seen_at.get(index, t0)
+        start = (_compact_start(command.revision, _shift(seen, t0), samples)
+                 if isinstance(command, Compact) else 0.0)
+        kind = {Put: "put", DeleteRange: "delete", Txn: "txn", Compact: "compact"}[
+            type(command)]
+        extra.append(OpRecord(CLUSTER_CLIENT, kind, command, t0 + start,  # type: ignore[arg-type]
+                              seen, outcome, result, index))
+    if unknown:
+        notes.append(f"{len(unknown)} committed entries could not be read from any member "
+                     f"(first {unknown[0]}); answered operations filled what they could")
+    rec = HistoryRecorder()
+    by_client: dict[int, list[OpRecord]] = defaultdict(list)
+    for op in [*ops, *extra]:
+        by_client[op.client].append(op)
+    for client in sorted(by_client):
+        for op in sorted(by_client[client], key=lambda o: (o.invoke_t, o.complete_t)):
+            h = rec.invoke(op.client, op.kind, op.request, _shift(op.invoke_t, t0))
+            rec.complete(h, op.outcome, _shift(op.complete_t, t0), op.result,  # type: ignore[arg-type]
+                         op.index)
+    for w in sorted(dump.watches, key=lambda w: (w.open_t, w.client)):
+        _replay_watch(rec, w, t0)
+    for f in faults:
+        rec.fault(f.t, f.action, **dict(f.detail))
+    events, _ = log_events([(i, c) for i, c in known.items() if isinstance(c, REQUEST_TYPES)])
+    head = max(known, default=0)  # a watch's header is the committed index, not a write's
+    final_result = final.result if final is not None and isinstance(
+        final.result, RangeResult) else None
+    return Assembled(rec.history(), events, head, final_result, samples, tuple(notes),
+                     tuple(strays), unknown)
+
+
+def _replay_watch(rec: HistoryRecorder, w: WatchLog, t0: float) -> None:
+    h = rec.watch_open(w.client, w.key, _shift(w.open_t, t0), range_end=w.range_end,
+                       start_revision=w.start_revision, prev_kv=w.prev_kv, no_put=w.no_put,
+                       no_delete=w.no_delete)
+    if w.created_t is not None and w.effective_start is not None:
+        rec.watch_created(h, _shift(w.created_t, t0), w.effective_start)
+    for r in w.responses:
+        rec.watch_response(h, _shift(r.t, t0), r.revision, r.events)
+    if w.end_t is not None and w.end_reason is not None:
+        rec.watch_end(h, _shift(w.end_t, t0), w.end_reason, w.compact_revision)
+
+
+__all__ = ["Assembled", "assemble", "place_by_observation", "place_ops"]

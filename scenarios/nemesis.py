@@ -1,0 +1,379 @@
+"""The nemesis: a scenario's fault timeline, and the shell that applies it to a cluster.
+
+`plan(scenario)` is pure: every fault's start and, for a ranged fault, its end (`until`),
+in time order (an end before a start at the same time, so two faults that meet never
+overlap). `check_supported` rejects what the runtime cannot do, before anything starts.
+
+`Injector` applies one step to a running `Cluster` through the runtime's driver API and
+returns what it did (the resolved node and process, for the timeline). Targets named by
+role are resolved when the fault fires: `leader` is the member leading then, `follower`
+one of the others, a role without a node a node drawn from the run's seeded `rng`.
+Semantics, both backends:
+
+- kill_process: the process is killed (as a crash); its supervisor restarts it (and, by
+  `rest_for_one`, everything started after it on its node). With `until` it is kept
+  down until then, with everything after it: the node's supervisor stops them.
+  A coordinator or watcher has no supervisor child of its own: killing the coordinator
+  takes its linked KV node with it (both restart); a watcher's client reopens its watch.
+- kill_node: every process of the node dies at once; the node's tree restarts from disk
+  at once, or at `until` (kept down until then).
+- restart_process / restart_node: what is kept down starts again; a running process or
+  node is stopped and started (a clean restart).
+- partition: the KV nodes on each side cannot talk (the runner's own node is never cut);
+  `until` heals that partition only.
+- delay, drop: on both directions of `between`, or of every pair of KV nodes.
+- failpoint: armed on the resolved process (on Ray and sim alike); `until` disarms it.
+- heal: every partition, delay and drop goes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment import log
+from sediment.actors.kv.names import coordinator_name
+from sediment.runtime.errors import RuntimeErrorBase
+from sediment.runtime.pid import Pid
+from sediment.scenarios.schema import (
+    ArmFailpoint,
+    ClockSkew,
+    Delay,
+    Drop,
+    Fault,
+    Heal,
+    KillNode,
+    KillProcess,
+    Partition,
+    PauseProcess,
+    ProcessTarget,
+    RestartNode,
+    RestartProcess,
+    ResumeProcess,
+    Scenario,
+)
+from sediment.supervision import requests
+
+_logger = log.get_logger("sediment.scenarios.nemesis")
+
+CHILD_OF_ROLE = {
+    "leader": "raft:kv", "follower": "raft:kv", "kv_node": "kv-node", "wal": "wal",
+    "segment_writer": "segwriter", "log_worker": "worker:kv",
+}
+UNSUPPORTED: dict[type, str] = {
+    PauseProcess: "pause_process: the runtime cannot suspend a process on either backend "
+                  "(use a failpoint with action pause)",
+    ResumeProcess: "resume_process: the runtime cannot suspend a process on either backend",
+    ClockSkew: "clock_skew: the runtime has one monotonic clock per machine and no per-node "
+               "offset on either backend",
+}
+
+
+class UnsupportedScenario(ValueError):
+    """The scenario asks for a fault this runtime cannot inject."""
+
+
+def check_supported(scenario: Scenario) -> None:
+    """Raise UnsupportedScenario naming every fault that cannot run."""
+    problems = []
+    for i, f in enumerate(scenario.faults):
+        why = UNSUPPORTED.get(type(f.action))
+        if why is None and isinstance(f.action, Delay) and f.action.probability < 1.0:
+            why = "delay.probability below 1: the runtime delays every message of a link"
+        if why is not None:
+            problems.append(f"faults[{i}] (at {f.at:g}): {why}")
+    if problems:
+        raise UnsupportedScenario(f"{scenario.name}: not supported on this runtime: "
+                                  + "; ".join(problems))
+
+
+@dataclass(frozen=True, order=True)
+class Step:
+    """Fault `fault` of the scenario starts (undo False) or ends (undo True) at `t`."""
+
+    t: float
+    undo_first: int  # 0 for an end: ends sort before starts at the same time
+    fault: int
+    undo: bool
+
+
+def plan(scenario: Scenario) -> list[Step]:
+    steps = []
+    for i, f in enumerate(scenario.faults):
+        steps.append(Step(f.at, 1, i, False))
+        if f.until is not None:
+            steps.append(Step(f.until, 0, i, True))
+    return sorted(steps)
+
+
+# ---- the shell ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Done:
+    """What one applied fault changed, so that its end can undo exactly that."""
+
+    nodes_down: list[str] = field(default_factory=list)
+    children_down: list[tuple[str, list[str]]] = field(default_factory=list)  # node, ids
+    partition: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    links: list[tuple[str, str]] = field(default_factory=list)
+    failpoint: tuple[Pid, str] | None = None
+
+
+class Injector:
+    """Applies steps to `cluster` (an actors.kv.cluster.Cluster); `sessions` lists the
+    watch sessions of the run (client -> (watcher pid, node))."""
+
+    def __init__(self, cluster: Any, rng: random.Random,
+                 sessions: Callable[[], dict[int, tuple[Pid, str]]]) -> None:
+        self.cluster, self.rt, self.rng = cluster, cluster.rt, rng
+        self.nodes: tuple[str, ...] = tuple(cluster.nodes)
+        self.sessions = sessions
+        self.done: dict[int, _Done] = {}
+        self.partitions: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.links: dict[int, list[tuple[str, str, tuple[float, float] | None, float]]] = {}
+        self.armed: list[tuple[int, Pid, str, str]] = []  # crash failpoints: fault, pid, ...
+
+    # -- resolving targets --
+
+    def _leader(self) -> str | None:
+        leader = self.cluster.leader()
+        return leader if isinstance(leader, str) else None
+
+    def node_ref(self, ref: str) -> str:
+        if ref == "leader":
+            return self._leader() or self.rng.choice(self.nodes)
+        if ref == "follower":
+            leader = self._leader()
+            return self.rng.choice([n for n in self.nodes if n != leader] or list(self.nodes))
+        return ref
+
+    def process(self, t: ProcessTarget) -> tuple[Pid | None, str, str | None]:
+        """(pid, node, supervisor child id or None) of a target, now."""
+        if t.name is not None:
+            pid = self.rt.whereis(t.name)
+            node = pid.node if pid is not None else (t.node or "?")
+            child = None
+            if pid is not None and node in self.nodes:
+                child = next((c for c, p in self._children(node).items() if p == pid), None)
+            return pid, node, child
+        role = t.role or "kv_node"
+        if role in ("leader", "coordinator"):
+            node = t.node or self.node_ref("leader")
+        elif role == "follower":
+            node = self.node_ref("follower") if t.node is None else t.node
+        elif role == "watcher":
+            return self._watcher(t.node)
+        else:
+            node = t.node or self.rng.choice(self.nodes)
+        if role == "coordinator":
+            return self.rt.whereis(coordinator_name(node)), node, None
+        child = CHILD_OF_ROLE[role]
+        return self._children(node).get(child), node, child
+
+    def _watcher(self, node: str | None) -> tuple[Pid | None, str, str | None]:
+        found = sorted(self.sessions().items())
+        pids = [(p, n) for _, (p, n) in found if node is None or n == node]
+        if not pids:
+            return None, node or "?", None
+        pid, where = self.rng.choice(pids)
+        return pid, where, None
+
+    def _node_supervisor(self, node: str) -> Pid | None:
+        which = self.rt.call(self.cluster.top, requests.which_children(), timeout=30)
+        return requests.child_pid(which, f"node:{node}")
+
+    def _children(self, node: str) -> dict[str, Pid | None]:
+        try:
+            sup = self._node_supervisor(node)
+            if sup is None:
+                return {}
+            return {c[0]: c[1] for c in self.rt.call(sup, requests.which_children(), timeout=30)}
+        except RuntimeErrorBase:
+            return {}
+
+    # -- applying --
+
+    def apply(self, i: int, fault: Fault) -> dict[str, Any]:
+        """Start fault `i`; returns the detail for the timeline."""
+        done = _Done()
+        self.done[i] = done
+        a = fault.action
+        if isinstance(a, KillProcess | RestartProcess):
+            return self._process_fault(a, fault.until is not None, done)
+        if isinstance(a, KillNode):
+            node = self.node_ref(a.node)
+            self.rt.kill_node(node)
+            if fault.until is not None:
+                self._stop_node(node)
+                done.nodes_down.append(node)
+            return {"node": node}
+        if isinstance(a, RestartNode):
+            return self._restart_nodes(a)
+        if isinstance(a, Partition):
+            if a.isolate is not None:
+                away = self.node_ref(a.isolate)
+                sides: tuple[tuple[str, ...], tuple[str, ...]] = (
+                    (away,), tuple(n for n in self.nodes if n != away))
+            else:
+                assert a.sides is not None
+                sides = a.sides
+            self.partitions[i] = sides
+            self.rt.partition(list(sides[0]), list(sides[1]))
+            return {"sides": [list(sides[0]), list(sides[1])]}
+        if isinstance(a, Heal):
+            self.partitions.clear()
+            self.links.clear()
+            self.rt.heal()
+            self.rt.clear_faults()
+            return {}
+        if isinstance(a, Delay | Drop):
+            return self._link_fault(i, a)
+        if isinstance(a, ArmFailpoint):
+            pid, node, _ = self.process(a.target)
+            if pid is None:
+                return {"node": node, "point": a.point, "missed": "no such process"}
+            self.rt.arm_failpoint(pid, a.point, a.action, count=a.count, seconds=a.seconds)
+            done.failpoint = (pid, a.point)
+            if a.action == "crash":  # the others leave no trace to tell if they fired
+                self.armed.append((i, pid, a.point, node))
+            return {"node": node, "process": str(pid), "point": a.point, "then": a.action}
+        raise UnsupportedScenario(f"{fault.name} is not supported")  # check_supported
+
+    def _process_fault(self, a: KillProcess | RestartProcess, keep_down: bool,
+                       done: _Done) -> dict[str, Any]:
+        held = self._held()
+        pid, node, child = self.process(a.target)
+        detail: dict[str, Any] = {"node": node, "process": str(pid), "child": child}
+        if isinstance(a, RestartProcess):
+            for n, ids in held:
+                if n == node and child in ids:
+                    self._restart_children(n, ids)
+                    return {**detail, "restarted": ids}
+        if pid is None:
+            return {**detail, "missed": "no such process"}
+        self.rt.kill(pid)
+        if keep_down and isinstance(a, KillProcess) and child is not None:
+            order = list(self._children(node))
+            later = order[order.index(child):] if child in order else [child]
+            sup = self._node_supervisor(node)
+            if sup is not None:
+                for c in reversed(later):
+                    self.rt.call(sup, requests.terminate_child(c), timeout=30)
+                done.children_down.append((node, later))
+                detail["down"] = later
+        return detail
+
+    def _held(self) -> list[tuple[str, list[str]]]:
+        return [x for d in self.done.values() for x in d.children_down]
+
+    def _restart_children(self, node: str, ids: list[str]) -> None:
+        sup = self._node_supervisor(node)
+        if sup is None:
+            return
+        for c in ids:
+            self.rt.call(sup, requests.restart_child(c), timeout=30)
+        for d in self.done.values():
+            d.children_down = [(n, x) for n, x in d.children_down if (n, x) != (node, ids)]
+
+    def _stop_node(self, node: str) -> None:
+        self.cluster.node(node).stop()
+
+    def _restart_nodes(self, a: RestartNode) -> dict[str, Any]:
+        down = [n for d in self.done.values() for n in d.nodes_down]
+        if a.node is None:
+            targets = down
+        else:
+            node = self.node_ref(a.node)
+            if node not in down:
+                self._stop_node(node)  # a running node: a clean stop and start
+            targets = [node]
+        for node in targets:
+            self.cluster.node(node).restart()
+        for d in self.done.values():
+            d.nodes_down = [n for n in d.nodes_down if n not in targets]
+        return {"nodes": targets}
+
+    def _link_fault(self, i: int, a: Delay | Drop) -> dict[str, Any]:
+        if a.between is not None:
+            a_, b_ = (self.node_ref(x) for x in a.between)
+            pairs = [(a_, b_), (b_, a_)]
+        else:
+            pairs = [(x, y) for x in self.nodes for y in self.nodes if x != y]
+        delay = (a.min, a.max) if isinstance(a, Delay) else None
+        drop = a.probability if isinstance(a, Drop) else 0.0
+        self.links[i] = [(x, y, delay, drop) for x, y in pairs]
+        self._apply_links()
+        return {"links": [f"{x}->{y}" for x, y in pairs], "delay": delay, "drop": drop}
+
+    def _apply_links(self) -> None:
+        """The runtime keeps one fault per link: the latest fault on a link wins."""
+        self.rt.clear_faults()
+        for faults in self.links.values():
+            for x, y, delay, drop in faults:
+                self.rt.set_faults(x, y, delay=delay, drop=drop)
+
+    # -- ending --
+
+    def undo(self, i: int, fault: Fault) -> dict[str, Any]:
+        """End fault `i` (its `until`)."""
+        done = self.done.pop(i, _Done())
+        a = fault.action
+        detail: dict[str, Any] = {}
+        for node in done.nodes_down:
+            self.cluster.node(node).restart()
+            detail["restarted"] = [*detail.get("restarted", []), node]
+        for node, ids in done.children_down:
+            self._restart_children(node, ids)
+            detail["restarted"] = [*detail.get("restarted", []), *ids]
+        if isinstance(a, Partition) and i in self.partitions:
+            del self.partitions[i]
+            self.rt.heal()
+            for side_a, side_b in self.partitions.values():  # the others stay
+                self.rt.partition(list(side_a), list(side_b))
+            detail["healed"] = True
+        if isinstance(a, Delay | Drop) and i in self.links:
+            del self.links[i]
+            self._apply_links()
+            detail["cleared"] = True
+        if done.failpoint is not None:
+            pid, point = done.failpoint
+            if self.rt.is_alive(pid):
+                self.rt.release_failpoint(pid, point)
+            detail["disarmed"] = point
+        return detail
+
+    def unfired(self) -> list[str]:
+        """Armed crash failpoints whose process is still alive: they never fired (call
+        before heal_all, which restarts processes)."""
+        out = []
+        for i, pid, point, node in self.armed:
+            if self.rt.is_alive(pid):
+                out.append(f"faults[{i}]: failpoint {point} on {node} never fired")
+        return out
+
+    def heal_all(self) -> list[str]:
+        """Undo everything still in effect (the end of the run); what was undone."""
+        undone = []
+        self.partitions.clear()
+        self.links.clear()
+        self.rt.heal()
+        self.rt.clear_faults()
+        for i in sorted(self.done):
+            done = self.done.pop(i)
+            for node in done.nodes_down:
+                self.cluster.node(node).restart()
+                undone.append(f"restarted {node}")
+            for node, ids in done.children_down:
+                self._restart_children(node, ids)
+                undone.append(f"restarted {', '.join(ids)} on {node}")
+            if done.failpoint is not None and self.rt.is_alive(done.failpoint[0]):
+                self.rt.release_failpoint(*done.failpoint)
+                undone.append(f"disarmed {done.failpoint[1]}")
+        return undone
+
+
+__all__ = ["CHILD_OF_ROLE", "Injector", "Step", "UnsupportedScenario", "check_supported",
+           "plan"]

@@ -1,0 +1,442 @@
+"""Run one scenario on a backend: start the cluster, drive traffic, inject the faults on
+their timeline, recover, and check what happened.
+
+`run_scenario(scenario, backend, seed, data_dir, progress=callback) -> RunResult`.
+
+The runtime gets one node more than the cluster, `client`: the recorder, the clients,
+the watchers, the log tail and the monitor run there (processes.py), and so does the
+cluster's top supervisor and every driver call, so no fault on a KV node touches them.
+On `sim` the whole run is a function of the seed: the same seed replays the same
+history (under one PYTHONHASHSEED: some process code iterates sets of pids, whose order
+follows Python's string hashing; `sediment run` pins it). On `ray` the same code runs
+with real processes and real time.
+
+The run, each phase bounded:
+1. start the cluster (the scenario's settings), the recorder, monitor and log tail;
+2. traffic: clients, the compactor and watchers run until `duration`, while the driver
+   sleeps until each fault's time and applies it (a fault with `when` first waits for
+   its protocol moment, at most its window);
+3. recovery: the clients stop, every fault is undone (heal, restart, disarm), and the
+   cluster must settle (one leader, every member up and applied to the same index);
+4. a final linearizable read of every key, the watchers' final bookmarks, the log tail
+   catches up with the final commit index;
+5. the checks the scenario names, plus `recovered` (the cluster settled) and
+   `committed_log` (every committed write was sent by a client).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sediment import log
+from sediment.runtime import api
+from sediment.runtime.errors import RuntimeErrorBase
+from sediment.runtime.pid import Pid
+from sediment.scenarios import checkers, nemesis, observe, processes
+from sediment.scenarios.assemble import Assembled, assemble
+from sediment.scenarios.checkers.result import CheckResult, passed, violated
+from sediment.scenarios.history import FaultEvent, History
+from sediment.scenarios.schema import Fault, Scenario
+
+_logger = log.get_logger("sediment.scenarios.runner")
+
+CLIENT_NODE = "client"
+RECOVERED = "recovered"
+COMMITTED_LOG = "committed_log"
+Verdict = str  # "pass" | "fail" | "unknown"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Bounds of a run, per backend: seconds of the runtime's clock."""
+
+    op_timeout: float = 3.0
+    sample_interval: float = 0.05
+    tail_interval: float = 0.02
+    trigger_interval: float = 0.001
+    settle_timeout: float = 60.0
+    drain_timeout: float = 30.0
+    start_timeout: float = 120.0
+    tick: float = 0.25  # the driver's longest sleep (progress updates)
+
+    @classmethod
+    def for_backend(cls, backend: str) -> Timing:
+        if backend == "ray":
+            return cls(op_timeout=5.0, sample_interval=0.25, tail_interval=0.1,
+                       trigger_interval=0.005, settle_timeout=180.0, drain_timeout=120.0,
+                       start_timeout=300.0, tick=0.5)
+        return cls()
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the runner reports while it runs (for a console bar)."""
+
+    phase: str  # start, traffic, fault, recover, check, done
+    t: float  # seconds of traffic so far
+    duration: float
+    ops: int = 0
+    message: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    backend: str
+    seed: int
+    checks: list[CheckResult]
+    history: History
+    samples: tuple[observe.ClusterView, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    data_dir: str = ""
+    error: str | None = None  # the run itself failed (not a check)
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.error is not None or any(c.status == "violation" for c in self.checks):
+            return "fail"
+        if any(c.status == "unknown" for c in self.checks):
+            return "unknown"
+        return "pass"
+
+    @property
+    def violations(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "violation"]
+
+
+def run_scenario(scenario: Scenario, backend: str = "sim", seed: int | None = None,
+                 data_dir: str | Path | None = None, progress: ProgressFn | None = None,
+                 timing: Timing | None = None, cluster_options: dict[str, Any] | None = None,
+                 ) -> RunResult:
+    """Run `scenario` once (seed: the scenario's own unless given). `data_dir` must be
+    empty or missing; the cluster keeps its files there. `cluster_options` are extra
+    keyword arguments for Cluster.start (tests use them to plant faults)."""
+    if backend not in api.BACKENDS:
+        raise ValueError(f"backend must be one of {api.BACKENDS}, got {backend!r}")
+    if backend not in scenario.backends:
+        raise nemesis.UnsupportedScenario(
+            f"{scenario.name} runs on {', '.join(scenario.backends)} only, not {backend}")
+    nemesis.check_supported(scenario)
+    seed = scenario.seed if seed is None else seed
+    path = Path(data_dir) if data_dir is not None else Path(
+        f"/tmp/sediment-scenarios/{scenario.name}-{backend}-{seed}")
+    if path.exists() and any(path.iterdir()):
+        raise ValueError(f"data_dir {path} is not empty")
+    path.mkdir(parents=True, exist_ok=True)
+    run = _Run(scenario, backend, seed, path, progress or (lambda p: None),
+               timing or Timing.for_backend(backend), cluster_options or {})
+    return run.execute()
+
+
+class _Run:
+    def __init__(self, scenario: Scenario, backend: str, seed: int, path: Path,
+                 progress: ProgressFn, timing: Timing, options: dict[str, Any]) -> None:
+        self.s, self.backend, self.seed, self.path = scenario, backend, seed, path
+        self.progress, self.timing, self.options = progress, timing, options
+        self.nodes = scenario.cluster.nodes
+        self.rng = random.Random(f"sediment-nemesis-{seed}")
+        self.faults: list[FaultEvent] = []
+        self.notes: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.rt: Any = None
+        self.cluster: Any = None
+        self.t0 = 0.0
+        self.recorder: Pid | None = None
+        self.watchers: list[Pid] = []
+        self.tail: Pid | None = None
+        self.monitor: Pid | None = None
+        self.settled = False
+        self.settle_view = ""
+        self.injector: nemesis.Injector | None = None
+
+    # -- the phases --
+
+    def execute(self) -> RunResult:
+        wall = time.monotonic()
+        try:
+            self._start()
+            self._traffic()
+            final = self._recover()
+            assembled = self._collect(final)
+            checks = self._check(assembled)
+            history, samples = assembled.history, assembled.samples
+            notes = [*self.notes, *assembled.notes]
+            error = None
+        except Exception as exc:  # noqa: BLE001 - a failed run is a result, with its cause
+            _logger.error("scenario run failed", scenario=self.s.name, error=repr(exc),
+                          traceback=traceback.format_exc())
+            checks, history, samples, notes = [], History(faults=tuple(self.faults)), (), \
+                self.notes
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.rt is not None:
+                self.rt.shutdown()
+        self.timings["wall"] = time.monotonic() - wall
+        result = RunResult(self.s, self.backend, self.seed, checks, history, samples, notes,
+                           self.timings, str(self.path), error)
+        self._report("done", self.s.duration, f"verdict {result.verdict}")
+        return result
+
+    def _report(self, phase: str, t: float, message: str = "", ops: int = 0) -> None:
+        self.progress(Progress(phase, min(t, self.s.duration), self.s.duration, ops, message))
+
+    def _start(self) -> None:
+        from sediment.actors.kv.cluster import Cluster
+
+        began = time.monotonic()
+        self._report("start", 0.0, f"starting {len(self.nodes)} nodes on {self.backend}")
+        nodes = (CLIENT_NODE, *self.nodes)
+        if self.backend == "sim":
+            self.rt = api.start("sim", seed=self.seed, nodes=nodes, trace=False)
+        else:
+            self.rt = api.start("ray", nodes=nodes)
+        settings = self.s.cluster.settings.to_kwargs()
+        self.cluster = Cluster.start(self.nodes, data_dir=str(self.path / "kv"),
+                                     runtime=self.rt, top_node=CLIENT_NODE,
+                                     **{**settings, **self.options})
+        self.recorder = self.rt.spawn(processes.recorder, node=CLIENT_NODE,
+                                      label="scenario-recorder")
+        t = self.timing
+        self.monitor = self.rt.spawn(
+            processes.monitor, processes.MonitorConfig(self.nodes, self.recorder,
+                                                       t.sample_interval),
+            node=CLIENT_NODE, label="scenario-monitor")
+        self.tail = self.rt.spawn(
+            processes.log_tail, processes.TailConfig(self.nodes, self.recorder,
+                                                     t.tail_interval),
+            node=CLIENT_NODE, label="scenario-log-tail")
+        self.timings["start"] = time.monotonic() - began
+
+    def _traffic(self) -> None:
+        began = time.monotonic()
+        s, t = self.s, self.timing
+        assert self.recorder is not None
+        self.t0 = self.rt.now()
+        end_t = self.t0 + s.duration
+        n = s.traffic.clients
+        for c in range(n):
+            cfg = processes.ClientConfig(c, self.seed, s.traffic, self.nodes, self.recorder,
+                                         end_t, t.op_timeout)
+            self.rt.spawn(processes.traffic_client, cfg, node=CLIENT_NODE, label=f"client-{c}")
+        if s.traffic.compactions is not None:
+            cfg2 = processes.CompactorConfig(n, self.seed, s.traffic.compactions, self.nodes,
+                                             self.recorder, self.t0, end_t, t.op_timeout)
+            self.rt.spawn(processes.compactor, cfg2, node=CLIENT_NODE, label="compactor")
+        client = n + 2  # n: the compactor, n + 1: the final read
+        for spec in s.traffic.watchers:
+            for _ in range(spec.count):
+                node = self.nodes[len(self.watchers) % len(self.nodes)]
+                wcfg = processes.WatcherConfig(client, spec, node, self.recorder, self.t0)
+                self.watchers.append(self.rt.spawn(processes.watcher_client, wcfg,
+                                                   node=CLIENT_NODE, label=f"watcher-{client}"))
+                client += 1
+        injector = nemesis.Injector(self.cluster, self.rng, self._sessions)
+        self.injector = injector
+        steps = nemesis.plan(s)
+        for step in steps:
+            self._sleep_until(step.t)
+            fault = s.faults[step.fault]
+            self._fault(injector, step, fault)
+        self._sleep_until(s.duration)
+        self.timings["traffic"] = time.monotonic() - began
+
+    def _now(self) -> float:
+        return float(self.rt.now()) - self.t0
+
+    def _sleep_until(self, t: float) -> None:
+        """Let the run go on until `t` seconds of traffic, reporting progress."""
+        target = self.t0 + t
+        while True:
+            left = target - float(self.rt.now())
+            if left <= 1e-9:  # below the clock's resolution at this magnitude: arrived
+                return
+            self.rt.sleep(min(left, self.timing.tick))
+            self._report("traffic", self._now(), ops=self._ops())
+
+    def _ops(self) -> int:
+        try:
+            status = self.rt.call(self.recorder, ("status",), timeout=30)
+        except RuntimeErrorBase:
+            return 0
+        return int(status.get("ops", 0))
+
+    def _sessions(self) -> dict[int, tuple[Pid, str]]:
+        answer = self.rt.call(self.recorder, ("sessions",), timeout=30)
+        return answer if isinstance(answer, dict) else {}
+
+    def _fault(self, injector: nemesis.Injector, step: nemesis.Step, fault: Fault) -> None:
+        detail: dict[str, Any] = {"fault": step.fault}
+        if step.undo:
+            detail.update(injector.undo(step.fault, fault), phase="end")
+        else:
+            if fault.when is not None:
+                detail.update(self._wait_for(fault))
+            detail.update(injector.apply(step.fault, fault), phase="start",
+                          ranged=fault.until is not None)
+        event = FaultEvent(self._now(), fault.name, detail)
+        self.faults.append(event)
+        self._report("fault", event.t, f"{fault.name} {'end' if step.undo else 'start'}")
+        _logger.info("fault", action=fault.name, t=round(event.t, 3), **{
+            k: v for k, v in detail.items() if k in ("node", "process", "phase", "trigger")})
+
+    def _wait_for(self, fault: Fault) -> dict[str, Any]:
+        assert fault.when is not None
+        end = fault.until if fault.until is not None else self.s.duration
+        if fault.when.within is not None:
+            end = min(end, fault.at + fault.when.within)
+        deadline = self.t0 + end
+        timeout = max(1.0, deadline - float(self.rt.now())) + 30.0
+        hit, _, seen = self.rt.run(processes.wait_for, self.nodes, fault.when.trigger, deadline,
+                                   self.timing.trigger_interval, node=CLIENT_NODE,
+                                   timeout=timeout)
+        if not hit:
+            self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
+                              f"{fault.when.trigger} was not seen by {end:g}; applied then")
+        return {"trigger": fault.when.trigger, "hit": bool(hit), "seen": seen}
+
+    def _recover(self) -> processes.OpRecord | None:
+        began = time.monotonic()
+        s, t = self.s, self.timing
+        self._report("recover", s.duration, "stopping clients, healing")
+        names = [f"client-{c}" for c in range(s.traffic.clients)]
+        if s.traffic.compactions is not None:
+            names.append("compactor")
+        self._wait_done(names, t.op_timeout * 4 + 10)
+        if self.injector is not None:
+            self.notes += self.injector.unfired()
+        undone = self.injector.heal_all() if self.injector is not None else []
+        self.faults.append(FaultEvent(self._now(), "heal", {"phase": "final",
+                                                            "undone": undone}))
+        self._settle()
+        final: processes.OpRecord | None = self.rt.run(
+            processes.final_read, s.traffic.clients + 1, self.nodes, self.recorder,
+            t.op_timeout, 20, node=CLIENT_NODE, timeout=t.settle_timeout + 60)
+        head = 0
+        if final is not None:
+            head = final.result.revision
+        else:
+            self.notes.append("the final read never succeeded")
+        for pid in self.watchers:
+            self.rt.send(pid, ("finish", head))
+        self._wait_done([f"watcher-{i}" for i in self._watcher_ids()], t.drain_timeout)
+        last = self._fresh_view()
+        commit = max((m.commit for m in last.members if m.up), default=0) if last else 0
+        assert self.tail is not None and self.monitor is not None
+        self.rt.send(self.tail, ("stop", commit))
+        self.rt.send(self.monitor, ("stop",))
+        self._wait_done(["tail", "monitor"], t.drain_timeout)
+        self.timings["recover"] = time.monotonic() - began
+        return final
+
+    def _fresh_view(self) -> observe.ClusterView | None:
+        """A sample the monitor takes from now on (a few intervals at most)."""
+        now = float(self.rt.now())
+        for _ in range(20):
+            self.rt.sleep(self.timing.sample_interval)
+            view = self._view(now)
+            if view is not None:
+                return view
+        return self._view(0.0)
+
+    def _watcher_ids(self) -> list[int]:
+        first = self.s.traffic.clients + 2
+        return list(range(first, first + len(self.watchers)))
+
+    def _view(self, after: float) -> observe.ClusterView | None:
+        """The monitor's latest sample, if it was taken after `after` (runtime clock)."""
+        sample = self.rt.call(self.recorder, ("last_sample",), timeout=30)
+        if isinstance(sample, observe.ClusterView) and sample.t > after:
+            return sample
+        return None
+
+    def _wait_done(self, names: list[str], timeout: float) -> None:
+        deadline = float(self.rt.now()) + timeout
+        while True:
+            status = self.rt.call(self.recorder, ("status",), timeout=30)
+            missing = [n for n in names if n not in status["done"]]
+            if not missing:
+                return
+            if float(self.rt.now()) > deadline:
+                self.notes.append(f"still running after {timeout:g} s: {', '.join(missing)}")
+                return
+            self.rt.sleep(0.1)
+
+    def _settle(self) -> None:
+        """Until every member is up, one leader leads them all and all applied the same
+        index; bounded by the settle timeout."""
+        healed = float(self.rt.now())
+        deadline = healed + self.timing.settle_timeout
+        last = None
+        while float(self.rt.now()) < deadline:
+            self.rt.sleep(self.timing.sample_interval)
+            last = self._view(healed) or last
+            if last is None:
+                continue
+            leader = last.leader()
+            members = last.members
+            if (leader is not None and all(m.up and m.kv_up for m in members)
+                    and all(m.leader == leader.node for m in members)
+                    and len({(m.commit, m.applied) for m in members}) == 1
+                    and all(m.commit == m.last_index for m in members)):
+                self.settled = True
+                return
+        self.settle_view = observe.describe(last) if last is not None else "no answer"
+
+    def _collect(self, final: processes.OpRecord | None) -> Assembled:
+        dump = self.rt.call(self.recorder, ("dump",), timeout=120)
+        return assemble(dump, self.t0, self.faults, final)
+
+    def _check(self, a: Assembled) -> list[CheckResult]:
+        began = time.monotonic()
+        self._report("check", self.s.duration, "checking")
+        out = [self._recovered()]
+        out.append(violated(COMMITTED_LOG, a.strays[0], details=a.strays[1:])
+                   if a.strays else passed(COMMITTED_LOG))
+        results = checkers.run(a.history, self.s.checks, final=a.final, truth=a.truth,
+                               head=a.head, local_watches=True)
+        if a.unknown_entries:
+            results = [_doubt(r, a.unknown_entries) for r in results]
+        out += results
+        self.timings["check"] = time.monotonic() - began
+        return out
+
+    def _recovered(self) -> CheckResult:
+        if self.settled:
+            return passed(RECOVERED)
+        return violated(RECOVERED, f"the cluster did not settle within "
+                        f"{self.timing.settle_timeout:g} s after healing: {self.settle_view}")
+
+
+TRUTH_CHECKS = ("watch_guarantees", "compaction_safe", "linearizable")
+
+
+def _doubt(r: CheckResult, unknown_entries: tuple[int, ...]) -> CheckResult:
+    """A violation of a check that leans on the committed log (the watch truth, the
+    coordinator's Compacts) is only "unknown" when some committed entries could not be
+    read: the missing entry may be what explains it."""
+    if r.name not in TRUTH_CHECKS or r.status != "violation":
+        return r
+    return replace(r, status="unknown", explanation=(
+        f"{r.explanation} (but {len(unknown_entries)} committed entries could not be read, "
+        f"first {unknown_entries[0]}: the truth may be incomplete)"))
+
+
+def cleanup(result: RunResult) -> None:
+    """Remove a run's data directory (callers keep it for failing runs)."""
+    if result.data_dir:
+        shutil.rmtree(result.data_dir, ignore_errors=True)
+
+
+__all__ = ["CLIENT_NODE", "Progress", "RunResult", "Timing", "cleanup",
+           "run_scenario"]
