@@ -7,9 +7,9 @@ The runtime gets one node more than the cluster, `client`: the recorder, the cli
 the watchers, the log tail and the monitor run there (processes.py), and so does the
 cluster's top supervisor and every driver call, so no fault on a KV node touches them.
 On `sim` the whole run is a function of the seed: the same seed replays the same
-history (under one PYTHONHASHSEED: some process code iterates sets of pids, whose order
-follows Python's string hashing; `sediment run` pins it). On `ray` the same code runs
-with real processes and real time.
+history (process code iterates insertion-ordered collections, never sets, so Python's
+string hashing does not matter). On `ray` the same code runs with real processes and
+real time.
 
 The run, each phase bounded:
 1. start the cluster (the scenario's settings), the recorder, monitor and log tail;

@@ -7,6 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from log_helpers import put_mixed
 from runtime_helpers import eventually
 
@@ -183,10 +185,14 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
         assert values(rt, spec, node, list(latest)) == {k: ("ok", v) for k, v in latest.items()}
 
 
-def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("wal_max_size", [1024, 1 << 20], ids=["in-segments", "in-the-wal"])
+def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path,
+                                                     wal_max_size: int) -> None:
+    """The follower's own live entries may sit in segments or still in the WAL: either
+    way the install keeps them (the sparse write must not cut them off)."""
     from sediment.supervision import requests
 
-    spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=1024,
+    spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path / "data"), wal_max_size=wal_max_size,
                      snapshot_every=15, max_retained=5, segment_max_entries=6)
     top = start_log_cluster(rt, [spec])
     keys: dict[str, int] = {}

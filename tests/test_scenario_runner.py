@@ -46,12 +46,7 @@ LIBRARY = Path(__file__).resolve().parents[1] / "scenarios" / "library"
 SEEDS = int(os.environ.get("SEDIMENT_SCENARIO_SEEDS", "2"))
 # Library scenarios that fail because of a bug in the system, not in the runner; each
 # stays in the library (and in the sweep), expected to fail until the bug is fixed.
-KNOWN_BUGS = {
-    "leader-killed-during-snapshot-install": (
-        "a follower that installs a snapshot crash-loops with RestoreError: live entry N is "
-        "missing from the log (actors/kv/machine.py restore via actors/log/shell/install.py); "
-        "its supervisors give up and the whole cluster goes down"),
-}
+KNOWN_BUGS: dict[str, str] = {}
 BACKENDS = ["sim", pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow])]
 
 

@@ -62,7 +62,7 @@ class _Node:
     state: adm.AdmissionState
     compact_revision: int = 0
     applied: int = 0  # the raft index the watchers have been told about
-    watchers: set[Pid] = field(default_factory=set)
+    watchers: dict[Pid, None] = field(default_factory=dict)  # insertion order: replayable
     coordinator: Pid | None = None
     leader: tuple[str | None, int] = (None, 0)
     promise_file: str | None = None
@@ -146,7 +146,7 @@ async def _on_call(node: _Node, call: Call) -> None:
         pid = await ctx.spawn(watcher, ctx.self(), node.raft, node.applied,
                               adm.floor(node.state), node.config.watcher_max_pending,
                               node.config.progress_interval)
-        node.watchers.add(pid)
+        node.watchers[pid] = None
         ctx.monitor(pid)
         ctx.reply(call.from_, pid)
     elif kind == "status":
@@ -222,7 +222,7 @@ async def _down(node: _Node, pid: Pid, reason: Any) -> None:
     if pid == node.raft:
         raise RuntimeError(f"the kv raft member went down: {reason}")
     if pid in node.watchers:
-        node.watchers.discard(pid)
+        del node.watchers[pid]
         owner = str(pid)
         for key in [k for k in node.state.watches if k[0] == owner]:
             node.state = adm.cancel_watch(node.state, key)

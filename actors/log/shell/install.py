@@ -133,7 +133,16 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
     for pid in (shell.wal, shell.segwriter):
         shell.ctx.send(pid, SnapshotStateChanged(shell.spec.group, info.state))
     keep = [] if eff.discard_log else [e for e in state.entries if e.index > info.index]
-    await _land(shell, [to_stored(e) for e in entries], [to_stored(e) for e in keep])
+    await _land(shell, [to_stored(e) for e in entries], [to_stored(e) for e in keep],
+                _kept_below(info.state.live_indexes, entries))
+
+
+def _kept_below(live: tuple[int, ...], sent: list[Entry] | list[Stored]) -> int:
+    """Where the sparse write of the sent entries cuts this member's log: after its own
+    highest live entry below them (committed here, never sent again), so the cut drops
+    only what may be stale above it."""
+    first = sent[0].index if sent else None
+    return max((i for i in live if first is None or i < first), default=0)
 
 
 async def _own_entries(shell: _Shell, state: RaftState, indexes: list[int]) -> dict[int, Entry]:
@@ -176,22 +185,27 @@ async def land_if_missing(shell: _Shell, info: snapshot.SnapshotInfo, memtable: 
             found = reader.get(last.index)
         held = found is not None and found.term == last.term
     if not held:
-        await _land(shell, entries, [to_stored(e) for e in tail])
+        await _land(shell, entries, [to_stored(e) for e in tail],
+                    _kept_below(info.state.live_indexes, entries))
 
 
-async def _land(shell: _Shell, live: list[Stored], keep: list[Stored]) -> None:
-    """Sparse-write the live entries, then what the member keeps above the snapshot again
-    (a sparse write ends the log after it); wait until both are durable."""
+async def _land(shell: _Shell, live: list[Stored], keep: list[Stored], prev: int) -> None:
+    """Sparse-write the live entries after `prev` (a sparse write ends the log after its
+    prev, so this member's own entries up to `prev` stay), then what the member keeps
+    above the snapshot again; wait until both are durable."""
     ctx, group = shell.ctx, shell.spec.group
     tag = ("install", ctx.now())
-    batches = [(tuple(live), 0)] if live else []
+    batches = [(tuple(live), prev)] if live else []
     if keep:
         batches.append((tuple(keep), None))
-    for stored, prev in batches:
-        ctx.send(shell.wal, WalWriteReq(group, stored, ctx.self(), prev_index=prev, tag=tag))
+    for stored, after in batches:
+        ctx.send(shell.wal, WalWriteReq(group, stored, ctx.self(), prev_index=after, tag=tag))
     for _ in batches:
-        await ctx.receive(lambda m: isinstance(m, WalWritten | WalRejected) and m.tag == tag,
-                          timeout=60)
+        done = await ctx.receive(
+            lambda m: isinstance(m, WalWritten | WalRejected) and m.tag == tag, timeout=60)
+        if isinstance(done, WalRejected):  # restart: land_if_missing lands them again
+            raise RuntimeError(f"the WAL refused the install's entries of {group} "
+                               f"(a gap at {done.from_index})")
 
 
 def _staging_file(shell: _Shell) -> str:
