@@ -247,30 +247,48 @@ class KvSession:
 
 
 @dataclass(frozen=True)
+class Go:
+    """The driver's start signal to every traffic process, sent once all of them run
+    (spawning dozens of processes takes seconds on Ray; the run's clock starts after)."""
+
+    t0: float
+    end_t: float
+
+
+async def wait_for_go(ctx: Process) -> Go:
+    go = await ctx.receive(lambda m: isinstance(m, Go), timeout=GO_TIMEOUT)
+    assert isinstance(go, Go)
+    return go
+
+
+GO_TIMEOUT = 600.0  # seconds a traffic process waits for the driver to start the run
+
+
+@dataclass(frozen=True)
 class ClientConfig:
     client: int
     seed: int
     traffic: Traffic
     nodes: tuple[str, ...]
     recorder: Pid
-    end_t: float
     op_timeout: float
 
 
 async def traffic_client(ctx: Process, cfg: ClientConfig) -> None:
-    """Process entry: requests until end_t (at the scenario's rate, if any)."""
+    """Process entry: after Go, requests until its end_t (at the scenario's rate)."""
+    end_t = (await wait_for_go(ctx)).end_t
     gen = RequestGenerator(cfg.seed, cfg.client, cfg.traffic)
     kv = KvSession(ctx, cfg.nodes, cfg.op_timeout, first=cfg.client)
     period = 1.0 / cfg.traffic.rate if cfg.traffic.rate else 0.0
     # clients start spread over one period so that they overlap rather than march
     next_at = ctx.now() + period * random.Random(f"{cfg.seed}-{cfg.client}").random()
-    while ctx.now() < cfg.end_t:
+    while ctx.now() < end_t:
         if period:
             wait = next_at - ctx.now()
             if wait > 0:
                 await ctx.sleep(wait)
             next_at = max(next_at + period, ctx.now())
-            if ctx.now() >= cfg.end_t:
+            if ctx.now() >= end_t:
                 break
         kind, req = gen.next()
         ctx.send(cfg.recorder, ("op", await kv.request(cfg.client, kind, req)))
@@ -284,8 +302,6 @@ class CompactorConfig:
     compactions: Compactions
     nodes: tuple[str, ...]
     recorder: Pid
-    start_t: float
-    end_t: float
     op_timeout: float
 
 
@@ -303,10 +319,11 @@ def compaction_times(c: Compactions, start_t: float, end_t: float) -> list[tuple
 
 async def compactor(ctx: Process, cfg: CompactorConfig) -> None:
     """Process entry: the scenario's client Compacts."""
+    go = await wait_for_go(ctx)
     rng = random.Random(f"sediment-compact-{cfg.seed}")
     kv = KvSession(ctx, cfg.nodes, cfg.op_timeout)
     last = 0
-    for at, spec in compaction_times(cfg.compactions, cfg.start_t, cfg.end_t):
+    for at, spec in compaction_times(cfg.compactions, go.t0, go.end_t):
         wait = at - ctx.now()
         if wait > 0:
             await ctx.sleep(wait)
@@ -349,7 +366,6 @@ class WatcherConfig:
     spec: WatcherSpec
     node: str
     recorder: Pid
-    start_t: float
 
 
 @dataclass
@@ -363,6 +379,7 @@ class _Watching:
     watch_id: int | None = None
     resume_at: int = 0  # the start of the next watch (0: from now)
     finish_head: int | None = None  # set by the driver: bookmark this revision, then end
+    t0: float = 0.0  # the run's start (the driver's Go)
     bookmarked: int = 0
     failures: int = 0
     next_progress: float = 0.0
@@ -421,7 +438,8 @@ async def watcher_client(ctx: Process, cfg: WatcherConfig) -> None:
     """Process entry: see the module doc. Ends after the driver's ("finish", head) once
     a progress notification at or above head arrived (or its polls ran out)."""
     w = _Watching(ctx, cfg)
-    wait = cfg.start_t + cfg.spec.open_at - ctx.now()
+    w.t0 = (await wait_for_go(ctx)).t0
+    wait = w.t0 + cfg.spec.open_at - ctx.now()
     if wait > 0:
         await _sleep_watching(w, wait)
     if w.finish_head is None:
@@ -467,7 +485,7 @@ async def _watch_loop(w: _Watching) -> None:
             if finish_polls > FINISH_POLLS or w.failures > MAX_WATCH_RETRIES:
                 return
         elif spec.pause_at is not None and _paused(w):
-            until = w.cfg.start_t + (spec.resume_at if spec.resume_at is not None else 1e18)
+            until = w.t0 + (spec.resume_at if spec.resume_at is not None else 1e18)
             await _sleep_watching(w, min(until - ctx.now(), 0.5))
             continue
         if w.log is None and not await _open(w):
@@ -481,7 +499,7 @@ async def _watch_loop(w: _Watching) -> None:
 
 def _paused(w: _Watching) -> bool:
     spec = w.cfg.spec
-    t = w.ctx.now() - w.cfg.start_t
+    t = w.ctx.now() - w.t0
     assert spec.pause_at is not None
     return spec.pause_at <= t and (spec.resume_at is None or t < spec.resume_at)
 

@@ -127,6 +127,7 @@ def result_dict(r: RunResult) -> dict[str, Any]:
         "faults": [{"t": round(f.t, 6), "action": f.action, "detail": _plain(f.detail)}
                    for f in r.history.faults],
         "notes": list(r.notes), "timings": {k: round(v, 3) for k, v in r.timings.items()},
+        "placement": dict(r.placement),
         "data_dir": r.data_dir, "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
         "scenario_file": r.scenario.to_dict(),
     }

@@ -101,6 +101,7 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     data_dir: str = ""
     error: str | None = None  # the run itself failed (not a check)
+    placement: dict[str, str] = field(default_factory=dict)  # node -> Ray node id (ray)
 
     @property
     def verdict(self) -> Verdict:
@@ -149,6 +150,7 @@ class _Run:
         self.faults: list[FaultEvent] = []
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
+        self.placement: dict[str, str] = {}
         self.rt: Any = None
         self.cluster: Any = None
         self.t0 = 0.0
@@ -184,7 +186,7 @@ class _Run:
                 self.rt.shutdown()
         self.timings["wall"] = time.monotonic() - wall
         result = RunResult(self.s, self.backend, self.seed, checks, history, samples, notes,
-                           self.timings, str(self.path), error)
+                           self.timings, str(self.path), error, self.placement)
         self._report("done", self.s.duration, f"verdict {result.verdict}")
         return result
 
@@ -200,7 +202,12 @@ class _Run:
         if self.backend == "sim":
             self.rt = api.start("sim", seed=self.seed, nodes=nodes, trace=False)
         else:
-            self.rt = api.start("ray", nodes=nodes)
+            from sediment.runtime.ray.runtime import RayRuntime
+
+            ray_rt = api.start("ray", nodes=nodes)
+            assert isinstance(ray_rt, RayRuntime)
+            self.placement = dict(ray_rt.config.node_map)  # which raylet runs each node
+            self.rt = ray_rt
         settings = self.s.cluster.settings.to_kwargs()
         self.cluster = Cluster.start(self.nodes, data_dir=str(self.path / "kv"),
                                      runtime=self.rt, top_node=CLIENT_NODE,
@@ -222,25 +229,31 @@ class _Run:
         began = time.monotonic()
         s, t = self.s, self.timing
         assert self.recorder is not None
-        self.t0 = self.rt.now()
-        end_t = self.t0 + s.duration
         n = s.traffic.clients
-        for c in range(n):
-            cfg = processes.ClientConfig(c, self.seed, s.traffic, self.nodes, self.recorder,
-                                         end_t, t.op_timeout)
-            self.rt.spawn(processes.traffic_client, cfg, node=CLIENT_NODE, label=f"client-{c}")
+        traffic = [
+            self.rt.spawn(processes.traffic_client,
+                          processes.ClientConfig(c, self.seed, s.traffic, self.nodes,
+                                                 self.recorder, t.op_timeout),
+                          node=CLIENT_NODE, label=f"client-{c}")
+            for c in range(n)]
         if s.traffic.compactions is not None:
             cfg2 = processes.CompactorConfig(n, self.seed, s.traffic.compactions, self.nodes,
-                                             self.recorder, self.t0, end_t, t.op_timeout)
-            self.rt.spawn(processes.compactor, cfg2, node=CLIENT_NODE, label="compactor")
+                                             self.recorder, t.op_timeout)
+            traffic.append(self.rt.spawn(processes.compactor, cfg2, node=CLIENT_NODE,
+                                         label="compactor"))
         client = n + 2  # n: the compactor, n + 1: the final read
         for spec in s.traffic.watchers:
             for _ in range(spec.count):
                 node = self.nodes[len(self.watchers) % len(self.nodes)]
-                wcfg = processes.WatcherConfig(client, spec, node, self.recorder, self.t0)
+                wcfg = processes.WatcherConfig(client, spec, node, self.recorder)
                 self.watchers.append(self.rt.spawn(processes.watcher_client, wcfg,
                                                    node=CLIENT_NODE, label=f"watcher-{client}"))
                 client += 1
+        self.timings["spawn"] = time.monotonic() - began
+        self.t0 = self.rt.now()  # the run's clock starts once every process runs
+        go = processes.Go(self.t0, self.t0 + s.duration)
+        for pid in [*traffic, *self.watchers]:
+            self.rt.send(pid, go)
         injector = nemesis.Injector(self.cluster, self.rng, self._sessions)
         self.injector = injector
         steps = nemesis.plan(s)

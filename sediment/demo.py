@@ -1,9 +1,16 @@
-"""The demos: the KV (default, `sediment/kv_demo.py`) and the supervision tree on an
-embedded local Ray, broken on purpose (`--supervision`).
+"""The demos, on an embedded local Ray: the headline scenario (default), the KV demo
+(`--kv`, `sediment/kv_demo.py`) and the supervision tree broken on purpose
+(`--supervision`).
 
-It starts three logical nodes, a top supervisor with workers spread over them and a
-nested supervisor, then kills a worker with `ray.kill` and later a whole logical node,
-printing each restart as it happens and the tree after each step.
+The headline is the library scenario `primary-killed-in-notice`: a 3-node KV cluster
+under client traffic and watchers, the Primary killed while its compaction notices are
+out, and every check of the library run on the history (linearizability, the watch
+guarantees, no lost write, compaction safety); its report (result.json, history.json,
+timeline.html) lands under `sediment-runs/`.
+
+The supervision demo starts three logical nodes, a top supervisor with workers spread
+over them and a nested supervisor, then kills a worker with `ray.kill` and later a whole
+logical node, printing each restart as it happens and the tree after each step.
 """
 
 from __future__ import annotations
@@ -90,26 +97,52 @@ def wait_for_restart(rt: api.Runtime, sup: Pid, child: str, old: Pid, t0: float,
     raise SystemExit(f"{child} was not restarted within 60 s")
 
 
+HEADLINE = "primary-killed-in-notice"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sediment demo",
-        description="The KV demo (sediment/kv_demo.py): watch-aware compaction on a 3-node "
-                    "cluster with the leader killed; --supervision runs the supervision "
-                    "tree demo instead.")
+        description=f"The headline scenario ({HEADLINE}) with its report; --kv runs the KV "
+                    "demo (watch-aware compaction, the leader killed), --supervision the "
+                    "supervision-tree demo.")
     parser.add_argument("--backend", choices=api.BACKENDS, default="ray")
-    parser.add_argument("--supervision", action="store_true",
-                        help="the supervision-tree demo (restarts after ray.kill)")
+    parser.add_argument("--seed", type=int, default=0, help="the scenario's seed")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="report directory (default sediment-runs/demo-<time>)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--kv", action="store_true", help="the KV demo")
+    which.add_argument("--supervision", action="store_true",
+                       help="the supervision-tree demo (restarts after ray.kill)")
     args = parser.parse_args(argv)
-    if "SEDIMENT_LOG_LEVEL" not in os.environ:
-        log.configure(level="warning")  # the demo narrates; logs only for trouble
-    if not args.supervision:
+    quiet = "SEDIMENT_LOG_LEVEL" not in os.environ
+    if args.supervision:
+        if quiet:
+            log.configure(level="warning")  # the demo narrates; logs only for trouble
+        return supervision_demo(args.backend)
+    if quiet:  # the kills these demos make log as errors
+        log.configure(level="critical")
+    if args.kv:
         from sediment import kv_demo
 
-        if "SEDIMENT_LOG_LEVEL" not in os.environ:  # the kills it makes log as errors
-            log.configure(level="critical")
-
         return kv_demo.run(args.backend)
-    return supervision_demo(args.backend)
+    return headline_scenario(args.backend, args.seed, args.out)
+
+
+def headline_scenario(backend: str, seed: int, out: str | None) -> int:
+    """`sediment run` of the headline library scenario: progress, summary, report."""
+    from pathlib import Path
+
+    from sediment import cli, scenarios
+
+    path = Path(scenarios.__file__).parent / "library" / f"{HEADLINE}.yaml"
+    out = out or f"sediment-runs/demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    proves = [line.removeprefix("#").strip() for line in path.read_text().splitlines()
+              if line.startswith("#")]
+    print(f"{HEADLINE} on {backend}, seed {seed}:\n  " + "\n  ".join(proves) + "\n")
+    level = [] if "SEDIMENT_LOG_LEVEL" in os.environ else ["--log-level", "critical"]
+    return cli.main([*level, "run", str(path), "--backend", backend, "--seed", str(seed),
+                     "--out", out])
 
 
 def supervision_demo(backend: str) -> int:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from log_helpers import put_mixed
 from runtime_helpers import eventually
 

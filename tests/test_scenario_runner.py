@@ -338,19 +338,31 @@ def test_the_library_covers_the_issue() -> None:
     assert set(COMPACTION_FAILPOINTS) <= points
 
 
-def library_cases() -> list[Any]:
+# The library scenarios CI also runs on Ray (seed 0): one per protocol the library proves.
+# SEDIMENT_RAY_SCENARIOS=all runs every one (about a minute each).
+RAY_SUBSET = ("primary-killed-in-notice", "leader-killed-during-snapshot-install",
+              "partition-through-compaction", "log-compaction-failpoints",
+              "etcd-19179-watch-at-compaction")
+
+
+def library_cases(backend: str) -> list[Any]:
     out = []
+    every = os.environ.get("SEDIMENT_RAY_SCENARIOS") == "all"
     for s in library():
-        for seed in range(SEEDS):
+        if backend == "ray" and not (every or s.name in RAY_SUBSET):
+            continue
+        for seed in range(SEEDS if backend == "sim" else 1):
             marks = [pytest.mark.slow]
+            if backend == "ray":
+                marks.append(pytest.mark.ray)
             if s.name in KNOWN_BUGS:
                 marks.append(pytest.mark.xfail(reason=KNOWN_BUGS[s.name], strict=False))
-            out.append(pytest.param(s, seed, marks=marks, id=f"{s.name}-{seed}"))
+            out.append(pytest.param(s, seed, backend, marks=marks,
+                                    id=f"{s.name}-{seed}-{backend}"))
     return out
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("scenario, seed", library_cases())
+@pytest.mark.parametrize("scenario, seed, backend", library_cases("sim") + library_cases("ray"))
 def test_library_scenario_passes(scenario: schema.Scenario, seed: int, backend: str,
                                  tmp_path: Path, request: pytest.FixtureRequest) -> None:
     backend_ready(request, backend)
@@ -399,6 +411,10 @@ def test_a_run_records_clients_watches_faults_and_the_cluster(
     assert {"start", "traffic", "fault", "recover", "check", "done"} <= set(phases)
     assert {c.name for c in result.checks} >= {"recovered", "linearizable",
                                                "watch_guarantees", "no_lost_writes"}
+    if backend == "ray":  # the session's Ray has three raylets: one KV node on each
+        kv_nodes = [n for n in result.placement if n != "client"]
+        assert len(kv_nodes) == 3 and len({result.placement[n] for n in kv_nodes}) == 3, \
+            result.placement
 
 
 # ---- planted bugs are caught ----------------------------------------------------------------
