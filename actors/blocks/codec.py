@@ -1,9 +1,10 @@
 """The metastore's snapshot: the whole replicated state as deterministic JSON bytes.
 
 Self-contained (no live log entries needed): block metadata, tombstones, flush
-watermarks, queues, jobs with their plans, the compaction revision and the last plan
-index. Every collection is written in a sorted order, so replicas that applied the same
-entries produce byte-identical snapshots, which is also how tests compare replicas.
+watermarks and the flushed-through cursor, queues, jobs with their plans, the
+compaction revision and the last plan index. Every collection is written in a sorted
+order, so replicas that applied the same entries produce byte-identical snapshots,
+which is also how tests compare replicas.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def encode(state: MetastoreState, applied: int) -> bytes:
         "live_shards": sorted(state.index.shards),
         "tombstones": [_tomb(state.index.tombstones[n]) for n in sorted(state.index.tombstones)],
         "flushed": sorted([s, r] for s, r in state.index.flushed.items()),
+        "flushed_through": state.flushed_through,
         "queues": queues,
         "jobs": [_job(jobs[n], state.scheduler.plans[n]) for n in sorted(jobs)],
     }
@@ -111,6 +113,8 @@ def decode(data: bytes) -> tuple[MetastoreState, int]:
                                         {p.name: p for _, p in pairs}),
             compaction_revision=int(doc["compaction_revision"]),
             last_plan_index=int(doc["last_plan_index"]),
+            # snapshots written before the flusher existed have no cursor: 0
+            flushed_through=int(doc.get("flushed_through", 0)),
         )
         return state, int(doc["applied"])
     except (KeyError, TypeError, ValueError) as err:

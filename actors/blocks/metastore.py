@@ -3,8 +3,11 @@ service (planner + scheduler) in one replicated state, so every replica applies 
 plans (`actors/log/shell/hosted.py` describes the hosting contract).
 
 Commands (`entry.command`):
-- `AddBlocks(blocks)`: level-0 block metadata into the index and the compaction queue,
-  in one command; answers `AddBlocksResult`.
+- `AddBlocks(blocks, through)`: level-0 block metadata into the index and the
+  compaction queue, and the flushed-through cursor raised to `through`, in one command;
+  answers `AddBlocksResult`. A retried or replayed one changes nothing.
+- `ReadFlushCursor()`: read-only, answers the `FlushCursor` at this entry (a flusher
+  taking over reads where to resume through the log, so it sees every flush before it).
 - `PreparePlan(request)`: a worker's poll (status reports + capacity), planned at this
   entry; read-only, answers the `PlanUpdate` the leader then proposes.
 - `ApplyPlan(update)`: the plan prepared in the same term; answers the worker's
@@ -47,7 +50,16 @@ from sediment.actors.log.raft.types import Entry
 
 @dataclass(frozen=True, slots=True)
 class AddBlocks:
+    """`through`: every committed KV revision at or below it is in the index once this
+    command applies (0: the cursor does not move)."""
+
     blocks: tuple[BlockMeta, ...]
+    through: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFlushCursor:
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +77,7 @@ class SetCompactionRevision:
     revision: int
 
 
-Command = AddBlocks | PreparePlan | ApplyPlan | SetCompactionRevision
+Command = AddBlocks | ReadFlushCursor | PreparePlan | ApplyPlan | SetCompactionRevision
 
 # ---- queries -----------------------------------------------------------------
 
@@ -102,6 +114,21 @@ class QueuesQuery:
 @dataclass(frozen=True, slots=True)
 class TombstonesQuery:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class FlushCursorQuery:
+    """The flush cursor of this replica's applied state: a lower bound of the committed
+    one, which is all the KV's compaction hold needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlushCursor:
+    """`through`: every committed revision at or below it is in the index; `flushed`:
+    (shard, highest revision flushed into it), by shard, for shards flushed past it."""
+
+    through: int
+    flushed: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +173,10 @@ def _execute(
     if cmd is None:
         return state, None
     if isinstance(cmd, AddBlocks):
-        return svc.add_blocks(state, config, cmd.blocks, entry.index, entry.timestamp)
+        return svc.add_blocks(state, config, cmd.blocks, entry.index, entry.timestamp,
+                              cmd.through)
+    if isinstance(cmd, ReadFlushCursor):
+        return state, flush_cursor(state)
     if isinstance(cmd, PreparePlan):
         plan = svc.prepare_plan(state, config, cmd.request, entry.index, entry.term,
                                 entry.timestamp)
@@ -175,6 +205,10 @@ def apply(
         return state, ErrMalformedCommand(f"malformed {name}: {type(err).__name__}")
 
 
+def flush_cursor(state: MetastoreState) -> FlushCursor:
+    return FlushCursor(state.flushed_through, tuple(sorted(state.index.flushed.items())))
+
+
 def query(state: MetastoreState, request: Any) -> Any:
     """A local read of the state; errors are returned, not raised."""
     try:
@@ -192,6 +226,8 @@ def _query(state: MetastoreState, request: Any) -> Any:
         blocks = ix.live_blocks(state.index, request.shard, request.min_revision,
                                 request.max_revision, request.key)
         return BlocksResult(blocks, state.compaction_revision)
+    if isinstance(request, FlushCursorQuery):
+        return flush_cursor(state)
     if isinstance(request, BlocksById):
         found = []
         for block_id in request.ids:
@@ -223,6 +259,7 @@ def status(state: MetastoreState) -> dict[str, Any]:
         "tombstones": len(state.index.tombstones),
         "compaction_revision": state.compaction_revision,
         "last_plan_index": state.last_plan_index,
+        "flushed_through": state.flushed_through,
     }
 
 
@@ -281,6 +318,8 @@ __all__ = [
     "BlocksQuery",
     "BlocksResult",
     "Command",
+    "FlushCursor",
+    "FlushCursorQuery",
     "JobInfo",
     "JobsQuery",
     "JobsResult",
@@ -290,10 +329,12 @@ __all__ = [
     "PreparePlan",
     "QueuesQuery",
     "QueuesResult",
+    "ReadFlushCursor",
     "SetCompactionRevision",
     "TombstonesQuery",
     "TombstonesResult",
     "apply",
+    "flush_cursor",
     "initial",
     "metastore",
     "query",

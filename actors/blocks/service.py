@@ -21,7 +21,8 @@ Pyroscope's two-step protocol:
    Pyroscope avoids that with a mutex in the leader, here the log itself refuses it).
 
 `add_blocks` is the ingestion command: level-0 metadata enters the index and the
-compaction queue in one command.
+compaction queue in one command, with the flusher's cursor (`flushed_through`), so a
+flush and the cursor that records it commit together.
 """
 
 from __future__ import annotations
@@ -68,22 +69,27 @@ class MetastoreConfig:
 @dataclass(frozen=True, slots=True)
 class MetastoreState:
     """The replicated state. `compaction_revision`: the history compaction the merges
-    apply (forward only); `last_plan_index`: the entry of the last applied plan."""
+    apply (forward only); `last_plan_index`: the entry of the last applied plan;
+    `flushed_through`: the flusher's durable cursor, every committed revision at or
+    below it is in the index (forward only; the KV never compacts above it)."""
 
     index: ix.IndexState = field(default_factory=ix.IndexState)
     planner: pl.PlannerState = field(default_factory=pl.PlannerState)
     scheduler: sc.SchedulerState = field(default_factory=sc.SchedulerState)
     compaction_revision: int = 0
     last_plan_index: int = 0
+    flushed_through: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class AddBlocksResult:
     """`added`: the ids made live; `already`: ids of identical blocks already live (a
-    retried flush), left as they were; both in the command's order."""
+    retried flush), left as they were; both in the command's order. `through`: the
+    flushed-through revision after the command (0 when no flusher ever set it)."""
 
     added: tuple[str, ...]
     already: tuple[str, ...] = ()
+    through: int = 0
 
 
 # ---- ingestion ---------------------------------------------------------------
@@ -94,11 +100,16 @@ def _int(value: Any) -> bool:
 
 
 def add_blocks(state: MetastoreState, config: MetastoreConfig, blocks: Any, index: int,
-               now: float) -> tuple[MetastoreState, AddBlocksResult]:
-    """Level-0 blocks into the index and the (shard, 0) queues, all or nothing."""
-    if not isinstance(blocks, tuple) or not 1 <= len(blocks) <= config.max_blocks_per_add:
+               now: float, through: Any = 0) -> tuple[MetastoreState, AddBlocksResult]:
+    """Level-0 blocks into the index and the (shard, 0) queues, and the flushed-through
+    cursor raised to `through` (never lowered), all or nothing. Without blocks the
+    command only moves the cursor (a flusher whose rows were all flushed already)."""
+    if not _int(through) or through < 0:
+        raise ErrMalformedCommand(f"through must be a non-negative int, got {through!r}")
+    least = 0 if through > 0 else 1
+    if not isinstance(blocks, tuple) or not least <= len(blocks) <= config.max_blocks_per_add:
         raise ErrMalformedCommand(
-            f"add_blocks takes a tuple of 1..{config.max_blocks_per_add} BlockMeta"
+            f"add_blocks takes a tuple of {least}..{config.max_blocks_per_add} BlockMeta"
         )
     for block in blocks:
         problem = check_meta(block)
@@ -129,10 +140,12 @@ def add_blocks(state: MetastoreState, config: MetastoreConfig, blocks: Any, inde
     for block in fresh:
         queued = pl.QueuedBlock(block.id, index, now, block.size_bytes)
         queues = pl.enqueue(queues, block.shard, 0, queued)
-    new = replace(state, index=ix.add_blocks(state.index, fresh), planner=queues)
+    cursor = max(state.flushed_through, through)
+    new = replace(state, index=ix.add_blocks(state.index, fresh), planner=queues,
+                  flushed_through=cursor)
     added = {b.id for b in fresh}
     return new, AddBlocksResult(tuple(b.id for b in blocks if b.id in added),
-                                tuple(b.id for b in blocks if b.id in already))
+                                tuple(b.id for b in blocks if b.id in already), cursor)
 
 
 def set_compaction_revision(state: MetastoreState, revision: Any) -> MetastoreState:

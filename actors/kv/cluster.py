@@ -10,6 +10,13 @@ opens a watcher session on a node. Node handles kill and restart nodes and proce
 The client checks every request (`validation.py`, against the cluster's `Limits`) before
 it proposes it, so a bad request raises its typed error and never reaches the raft log;
 every node's machine checks the same limits again when it applies.
+
+`Cluster.start(..., blocks=BlockTier(...))` adds the block tier on the same nodes
+(`actors/blocks/shell/tier.py`): committed history is flushed into level-0 blocks, the
+KV's compaction is held at or below what is flushed, and reads below the KV's compact
+revision (`range(..., revision=R)`, `history(...)`) are answered from the hot store's
+row skeleton with the compacted values taken from the blocks (`history.py`), until
+they fall below the blocks' own compaction (ErrCompacted, as before).
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sediment.actors.blocks.shell.cluster import BlocksCluster
+from sediment.actors.blocks.shell.tier import BlockTier, TierParts, tier_children, tier_parts
+from sediment.actors.kv import history as hist
 from sediment.actors.kv import validation
 from sediment.actors.kv import watch_protocol as wp
-from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
 from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
@@ -34,6 +44,7 @@ from sediment.actors.kv.types import (
     Compare,
     DeleteRange,
     DeleteResult,
+    Event,
     KeyValue,
     Put,
     PutResult,
@@ -52,11 +63,13 @@ from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
 
+CONTROL_TIMEOUT = 60.0  # seconds for supervisor requests: stopping a node waits for its tree
+
 
 @dataclass
 class Cluster:
     """A running KV cluster: the runtime, the group's spec, the top supervisor, and the
-    request limits its machines and clients share."""
+    request limits its machines and clients share; `blocks`, its block tier (if any)."""
 
     rt: Any
     spec: GroupSpec
@@ -64,35 +77,42 @@ class Cluster:
     top: Pid
     owns_runtime: bool = True
     limits: Limits = DEFAULT_LIMITS
+    blocks: BlocksCluster | None = None
 
     @classmethod
     def start(cls, nodes: int | Sequence[str] = 3, data_dir: str | None = None,
               backend: str = "ray", compaction_interval: float = 60.0,
               watcher_max_pending: int = 1024, runtime: Any = None,
               limits: Limits = DEFAULT_LIMITS, top_node: str | None = None,
-              **group_options: Any) -> Cluster:
+              blocks: BlockTier | None = None, **group_options: Any) -> Cluster:
         """Start the runtime (unless `runtime` is given) and every node's processes.
         `limits` go to every node's machine and to the clients. `top_node` is where the
         top supervisor runs (default: the first node); a runtime node outside the KV's
-        keeps it alive when a whole KV node is killed."""
+        keeps it alive when a whole KV node is killed. `blocks`: start the block tier
+        on the same nodes (flusher, metastore, compaction service, workers)."""
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-kv-")
         os.makedirs(data_dir, exist_ok=True)
+        tier = None if blocks is None else tier_parts(names, data_dir, blocks)
         rt = runtime or api.start(backend, nodes=names)
         machine = netsy if limits == DEFAULT_LIMITS else functools.partial(netsy, limits=limits)
         spec = GroupSpec(KV_GROUP, names, data_dir, machine=machine, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
-                              watcher_max_pending=watcher_max_pending, data_dir=data_dir)
+                              watcher_max_pending=watcher_max_pending, data_dir=data_dir,
+                              flush_hold=tier is not None)
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}"),
                                          (SupFlags(strategy="rest_for_one", intensity=20,
-                                                   period=10), _children(n, spec, config))),
+                                                   period=10), _children(n, spec, config, tier))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv",
                         node=top_node or names[0])
-        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None, limits=limits)
+        tiered = None if tier is None else BlocksCluster(rt, tier.spec, tier.blocks, top,
+                                                         tier.shards, owns_runtime=False)
+        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None, limits=limits,
+                      blocks=tiered)
         cluster.wait_ready()
         return cluster
 
@@ -124,6 +144,8 @@ class Cluster:
             if leader is not None and all(self.node(n).status() is not None for n in self.nodes):
                 barrier = Range(b"\0", count_only=True)  # commits an entry of this term
                 propose(self.rt, self.spec, barrier, timeout=timeout)
+                if self.blocks is not None:
+                    self.blocks.wait_ready(timeout)
                 return leader
             if time.monotonic() > deadline and self.rt.backend == "ray":
                 raise TimeoutError("the KV cluster did not become ready")
@@ -146,10 +168,15 @@ class Cluster:
         self.stop()
 
 
-def _children(node: str, spec: GroupSpec, config: KvNodeConfig) -> list[ChildSpec]:
-    return [*node_children(node, [spec]),
-            ChildSpec("kv-node", (Spawn(kv_node, node=node, name=kv_node_name(node),
-                                        label=kv_node_name(node)), (config,)))]
+def _children(node: str, spec: GroupSpec, config: KvNodeConfig,
+              tier: TierParts | None = None) -> list[ChildSpec]:
+    """The log tree (with the metastore member beside the KV's when there is a block
+    tier: one WAL per node), the KV node, then the block tier's processes."""
+    groups = [spec] if tier is None else [spec, tier.spec]
+    kv = ChildSpec("kv-node", (Spawn(kv_node, node=node, name=kv_node_name(node),
+                                     label=kv_node_name(node)), (config,)))
+    return [*node_children(node, groups), kv,
+            *([] if tier is None else tier_children(node, tier))]
 
 
 @dataclass
@@ -160,14 +187,16 @@ class NodeHandle:
     name: str
 
     def _supervisor(self) -> Pid | None:
-        children = self.cluster.rt.call(self.cluster.top, requests.which_children())
+        children = self.cluster.rt.call(self.cluster.top, requests.which_children(),
+                                        timeout=CONTROL_TIMEOUT)
         return requests.child_pid(children, f"node:{self.name}")
 
     def processes(self) -> dict[str, Pid | None]:
         sup = self._supervisor()
         if sup is None:
             return {}
-        return {c[0]: c[1] for c in self.cluster.rt.call(sup, requests.which_children())}
+        children = self.cluster.rt.call(sup, requests.which_children(), timeout=CONTROL_TIMEOUT)
+        return {c[0]: c[1] for c in children}
 
     def status(self) -> dict[str, Any] | None:
         try:
@@ -192,10 +221,12 @@ class NodeHandle:
 
     def stop(self) -> None:
         """Stop the node's tree cleanly (it stays down until `restart`)."""
-        self.cluster.rt.call(self.cluster.top, requests.terminate_child(f"node:{self.name}"))
+        self.cluster.rt.call(self.cluster.top, requests.terminate_child(f"node:{self.name}"),
+                             timeout=CONTROL_TIMEOUT)
 
     def restart(self) -> None:
-        self.cluster.rt.call(self.cluster.top, requests.restart_child(f"node:{self.name}"))
+        self.cluster.rt.call(self.cluster.top, requests.restart_child(f"node:{self.name}"),
+                             timeout=CONTROL_TIMEOUT)
 
 
 @dataclass
@@ -230,18 +261,84 @@ class Client:
               limit: int = 0, count_only: bool = False, keys_only: bool = False,
               serializable: bool = False, node: str | None = None) -> RangeResult:
         """Linearizable by default (the read goes through the log); `serializable` reads
-        one node's applied state (`node`, default the first)."""
+        one node's applied state (`node`, default the first). With a block tier, a
+        revision below the KV's compact revision is answered from the blocks (see
+        `_cold_range`) instead of ErrCompacted."""
         request = Range(key, range_end, revision, limit, count_only, keys_only)
-        if not serializable:
-            return self._propose(request)  # type: ignore[no-any-return]
-        validation.check_request(request, self.cluster.limits)
         target = node or self.cluster.nodes[0]
-        reply = self.cluster.rt.call(raft_name(KV_GROUP, target), ("query", request),
-                                     timeout=self.timeout)
-        result = reply[1] if isinstance(reply, tuple) and reply[0] == "ok" else reply
-        if isinstance(result, Exception):
-            raise result
-        return result  # type: ignore[no-any-return]
+        try:
+            if not serializable:
+                return self._propose(request)  # type: ignore[no-any-return]
+            validation.check_request(request, self.cluster.limits)
+            return self._query_member(request, target)  # type: ignore[no-any-return]
+        except ErrCompacted as err:
+            if self.cluster.blocks is None or revision <= 0:
+                raise
+            return self._cold_range(request, err.compact_revision,
+                                    target if serializable else None)
+
+    def _cold_range(self, request: Range, compact_revision: int,
+                    node: str | None) -> RangeResult:
+        """A Range below the KV's compact revision: the member's row skeleton at that
+        revision (which keys lived, their create/mod revision and version: value-only
+        compaction keeps them), the compacted values from the blocks. Header revision:
+        that member's head (the history below its compaction no longer changes)."""
+        skeleton: hist.RangeSkeleton = self._query_member(("history_range", request), node)
+        values = self._block_values(hist.range_needs(skeleton), request.revision,
+                                    compact_revision)
+        return hist.fill_range(skeleton, values)
+
+    def history(self, key: bytes, range_end: bytes | None = None, start_revision: int = 1,
+                end_revision: int | None = None, node: str | None = None) -> list[Event]:
+        """Every change of [key, range_end) with start_revision <= revision <=
+        end_revision (default head), by revision then key, as watch events (no prev_kv).
+        Read from one member's applied state (`node`, default the leader); the part the
+        KV compacted comes from the blocks. ErrCompacted below what either tier answers
+        for, ErrFutureRev above head."""
+        validation.check_range(key, range_end, self.cluster.limits)
+        validation.check_revision(start_revision, "start_revision")
+        if end_revision is not None:
+            validation.check_revision(end_revision, "end_revision")
+        request = ("history_events", start_revision, end_revision, key, range_end)
+        skeleton: hist.EventsSkeleton = self._query_member(request, node)
+        if start_revision >= skeleton.compact_revision and not skeleton.missing:
+            return list(skeleton.events)
+        values = self._block_values(hist.events_need(skeleton), start_revision,
+                                    skeleton.compact_revision)
+        return hist.fill_events(skeleton, values)
+
+    def _block_values(self, rows: frozenset[hist.RowId], at: int,
+                      compact_revision: int) -> dict[hist.RowId, bytes | None]:
+        """The values of compacted rows from the blocks; a read at `at` below what the
+        blocks answer for is ErrCompacted at the lowest revision either tier answers."""
+        if self.cluster.blocks is None:
+            raise ErrCompacted(compact_revision)
+        try:
+            return self.cluster.blocks.client(self.timeout).row_values(rows, at)
+        except ErrCompacted as err:
+            raise ErrCompacted(min(err.compact_revision, compact_revision)) from None
+
+    def _query_member(self, request: Any, node: str | None) -> Any:
+        """A query of one member's machine: `node`, or the leader first and then the
+        others while they cannot be reached. Its KvError raised."""
+        if node is not None:
+            order = [node]
+        else:
+            leader = self.cluster.leader()
+            order = sorted(self.cluster.nodes, key=lambda n: n != leader)
+        last: Exception = KvError("no KV member answered")
+        for target in order:
+            try:
+                reply = self.cluster.rt.call(raft_name(KV_GROUP, target), ("query", request),
+                                             timeout=self.timeout)
+            except CallError as err:
+                last = err
+                continue
+            result = reply[1] if isinstance(reply, tuple) and reply[0] == "ok" else reply
+            if isinstance(result, Exception):
+                raise result
+            return result
+        raise last
 
     def get(self, key: bytes, revision: int = 0, serializable: bool = False) -> KeyValue | None:
         result = self.range(key, revision=revision, serializable=serializable)
@@ -256,7 +353,17 @@ class Client:
         return self._propose(Txn(*parts))  # type: ignore[no-any-return]
 
     def compact(self, revision: int) -> Any:
-        return self._propose(Compact(revision))
+        """etcd Compact. With a block tier, a revision above the flushed history is
+        refused (ErrNotFlushed) before anything is proposed: the hot store would drop
+        values no block holds yet. The cursor only moves forward, so a revision at or
+        below it stays safe until the Compact applies."""
+        command = Compact(revision)
+        if self.cluster.blocks is not None:
+            validation.check_request(command, self.cluster.limits)
+            through = self.cluster.blocks.client(self.timeout).flush_cursor().through
+            if revision > through:
+                raise ErrNotFlushed(revision, through)
+        return self._propose(command)
 
     def watch(self, key: bytes, range_end: bytes | None = None, start_revision: int = 0,
               prev_kv: bool = False, no_put: bool = False, no_delete: bool = False,
@@ -343,4 +450,5 @@ class Watch:
         return self.session.rt.call(self.session.pid, ("cancel", self.id), timeout=30)
 
 
-__all__ = ["Client", "Cluster", "NodeHandle", "Watch", "WatchCanceled", "WatchSession"]
+__all__ = ["BlockTier", "Client", "Cluster", "NodeHandle", "Watch", "WatchCanceled",
+           "WatchSession"]

@@ -5,6 +5,11 @@ when leadership goes. It talks to every node's KV node process by message: reque
 carry the coordinator's pid, replies come back as messages, and each phase is bounded by
 the core's timers (`send_after`). The Compact proposal is a call to the local raft
 member, bounded by the core's propose timeout: nothing else can happen in that phase.
+
+With a block tier the hold (QueryHold) is read from the metastore members' applied
+state, this node's first: any member's flushed-through revision is at most the committed
+one (it only moves forward), so a lagging member holds the compaction lower, never
+higher. No answer within the min timeout: no HoldReply, and the cycle aborts.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment import log
+from sediment.actors.blocks.metastore import FlushCursor, FlushCursorQuery
+from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv.admission import CycleId
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
@@ -61,7 +68,7 @@ async def coordinator(ctx: Process, nodes: tuple[str, ...], term: int, compactio
         while pending:
             state, effects = cc.step(state, pending.pop(0))
             for effect in effects:
-                follow = await _execute(ctx, effect, config)
+                follow = await _execute(ctx, effect, config, nodes)
                 if follow is not None:
                     pending.append(follow)
         event = _event(ctx, await ctx.receive())
@@ -85,8 +92,8 @@ def _event(ctx: Process, msg: Any) -> cc.Event | None:
     return None
 
 
-async def _execute(ctx: Process, effect: cc.Effect,
-                   config: cc.CoordinatorConfig) -> cc.Event | None:
+async def _execute(ctx: Process, effect: cc.Effect, config: cc.CoordinatorConfig,
+                   nodes: tuple[str, ...]) -> cc.Event | None:
     """Run one effect; a proposal's outcome is returned as the event it produces."""
     if isinstance(effect, cc.SendMinRequest):
         await _to_node(ctx, effect.node, MinRequest(effect.cycle, ctx.self()))
@@ -100,6 +107,8 @@ async def _execute(ctx: Process, effect: cc.Effect,
                        _Timer(effect.cycle, effect.phase))
     elif isinstance(effect, cc.ProposeCompact):
         return await _propose(ctx, effect, config.propose_timeout)
+    elif isinstance(effect, cc.QueryHold):
+        return await _hold(ctx, effect, nodes, config.min_timeout)
     elif isinstance(effect, cc.CycleEnded):
         _logger.info("compaction cycle ended", cycle=(effect.cycle.term, effect.cycle.seq),
                      outcome=effect.outcome, revision=effect.revision, failed=effect.nodes,
@@ -112,6 +121,27 @@ async def _to_node(ctx: Process, node: str, msg: Any) -> None:
     pid = await ctx.whereis(kv_node_name(node))
     if pid is not None:
         ctx.send(pid, msg)
+
+
+async def _hold(ctx: Process, effect: cc.QueryHold, nodes: tuple[str, ...],
+                timeout: float) -> cc.Event | None:
+    """The flushed-through revision of the first metastore member that answers, all
+    within `timeout`; None if none does (the min phase's timer then ends the cycle)."""
+    me = ctx.self().node
+    deadline = ctx.now() + timeout
+    for node in sorted(nodes, key=lambda n: n != me):
+        left = deadline - ctx.now()
+        if left <= 0:
+            break
+        try:
+            reply = await ctx.call(raft_name(METASTORE_GROUP, node), ("query", FlushCursorQuery()),
+                                   timeout=left)
+        except CallError:
+            continue
+        if isinstance(reply, FlushCursor):
+            return cc.HoldReply(effect.cycle, reply.through, ctx.now())
+    _logger.warning("no metastore member gave the flushed-through revision")
+    return None
 
 
 async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> cc.Event:

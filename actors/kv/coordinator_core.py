@@ -5,8 +5,12 @@ cycle at a time, each phase bounded by a timer:
 
 1. "min": ask every node for its minimum watch revision (SendMinRequest). A node that does
    not answer before the deadline aborts the cycle (Netsy: any failed query ends it).
-2. The compaction revision is the global minimum - 1, used only if above the last one
-   (forward only; this also skips revision 0).
+   With a block tier (`config.hold`), the flushed-through revision of the metastore
+   is one more participant (QueryHold / HoldReply): it must answer in the same phase,
+   or the cycle aborts like a silent node (`HOLD` among the failed participants).
+2. The compaction revision is the global minimum - 1, and never above the hold (the
+   hot store may drop only values the blocks already hold); used only if above the
+   last one (forward only; this also skips revision 0).
 3. "notice": SendNotice(attempt 1) to every node. When all answered or the deadline
    passed, the nodes that did not confirm get one retry ("retry", attempt 2). A refusal
    of the retry, or its deadline, aborts: SendRollback to every node that was sent the
@@ -36,12 +40,13 @@ from typing import Literal, assert_never
 from sediment.actors.kv.admission import CycleId
 
 NodeId = str
+HOLD: NodeId = "<flushed-through>"  # the hold's name among a cycle's failed participants
 Phase = Literal["min", "notice", "retry", "propose"]
 TimerPhase = Literal["interval", "min", "notice", "retry", "propose"]
 Outcome = Literal[
     "compacted",  # the Compact entry was committed
     "nothing_to_compact",  # global minimum - 1 is not above the last compaction revision
-    "min_failed",  # a node did not report its minimum in time (or there are no nodes)
+    "min_failed",  # a node (or the hold) did not answer in time (or there are no nodes)
     "refused",  # a node refused the notice twice
     "notice_timeout",  # a node did not confirm the retry in time
     "propose_failed",  # raft answered the proposal with an error
@@ -56,6 +61,7 @@ class CoordinatorConfig:
     min_timeout: float = 5.0  # whole "min" phase
     notice_timeout: float = 5.0  # each notice attempt
     propose_timeout: float = 30.0  # waiting for raft's answer
+    hold: bool = False  # a block tier: never compact above its flushed-through revision
 
     def __post_init__(self) -> None:
         times = (self.interval, self.min_timeout, self.notice_timeout, self.propose_timeout)
@@ -73,6 +79,7 @@ class Cycle:
     revision: int = 0  # the compaction revision, once computed
     confirmed: frozenset[NodeId] = frozenset()
     refused: frozenset[NodeId] = frozenset()  # refused attempt 1
+    hold: int | None = None  # the flushed-through revision, once it answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +135,15 @@ class MinReply:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldReply:
+    """The block tier's flushed-through revision, asked for by QueryHold(cycle)."""
+
+    cycle: CycleId
+    through: int
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
 class NoticeReply:
     node: NodeId
     cycle: CycleId
@@ -154,7 +170,7 @@ class Timeout:
     now: float
 
 
-Event = Start | Stop | Tick | MinReply | NoticeReply | ProposeResult | Timeout
+Event = Start | Stop | Tick | MinReply | HoldReply | NoticeReply | ProposeResult | Timeout
 
 # ---- effects ----------------------------------------------------------------------------
 
@@ -162,6 +178,13 @@ Event = Start | Stop | Tick | MinReply | NoticeReply | ProposeResult | Timeout
 @dataclass(frozen=True, slots=True)
 class SendMinRequest:
     node: NodeId
+    cycle: CycleId
+
+
+@dataclass(frozen=True, slots=True)
+class QueryHold:
+    """Read the block tier's flushed-through revision; feed HoldReply(cycle, ...)."""
+
     cycle: CycleId
 
 
@@ -211,7 +234,8 @@ class CycleEnded:
     duration: float
 
 
-Effect = SendMinRequest | SendNotice | SendRollback | ProposeCompact | SetTimer | CycleEnded
+Effect = (SendMinRequest | QueryHold | SendNotice | SendRollback | ProposeCompact | SetTimer
+          | CycleEnded)
 Step = tuple[CoordinatorState, tuple[Effect, ...]]
 
 # ---- step -------------------------------------------------------------------------------
@@ -228,6 +252,8 @@ def step(state: CoordinatorState, event: Event) -> Step:
             return _on_tick(state, event)
         case MinReply():
             return _on_min_reply(state, event)
+        case HoldReply():
+            return _on_hold_reply(state, event)
         case NoticeReply():
             return _on_notice_reply(state, event)
         case ProposeResult():
@@ -281,7 +307,9 @@ def _start_cycle(state: CoordinatorState, now: float) -> Step:
     state = replace(state, seq=cid.seq, cycle=cycle)
     if not state.nodes:
         return _end_cycle(state, "min_failed", (), now)
-    asks = tuple(SendMinRequest(node, cid) for node in state.nodes)
+    asks: tuple[Effect, ...] = tuple(SendMinRequest(node, cid) for node in state.nodes)
+    if state.config.hold:
+        asks = (*asks, QueryHold(cid))
     return state, (*asks, SetTimer(now + state.config.min_timeout, cid, "min"))
 
 
@@ -291,14 +319,33 @@ def _on_min_reply(state: CoordinatorState, ev: MinReply) -> Step:
         return state, ()
     cycle = replace(cycle, mins={**cycle.mins, ev.node: ev.revision})
     state = replace(state, cycle=cycle)
-    if len(cycle.mins) < len(cycle.nodes):
+    if not _mins_complete(state, cycle):
         return state, ()
     return _after_mins(state, cycle, ev.now)
 
 
+def _on_hold_reply(state: CoordinatorState, ev: HoldReply) -> Step:
+    cycle = _current(state, ev.cycle, ("min",))
+    if cycle is None or not state.config.hold or cycle.hold is not None:
+        return state, ()
+    cycle = replace(cycle, hold=ev.through)
+    state = replace(state, cycle=cycle)
+    if not _mins_complete(state, cycle):
+        return state, ()
+    return _after_mins(state, cycle, ev.now)
+
+
+def _mins_complete(state: CoordinatorState, cycle: Cycle) -> bool:
+    """Every node reported its minimum, and the hold its revision when there is one."""
+    held = not state.config.hold or cycle.hold is not None
+    return held and len(cycle.mins) == len(cycle.nodes)
+
+
 def _after_mins(state: CoordinatorState, cycle: Cycle, now: float) -> Step:
-    """Every node answered: compute the revision and send the first notices."""
+    """Every participant answered: compute the revision and send the first notices."""
     revision = min(cycle.mins.values()) - 1
+    if cycle.hold is not None:
+        revision = min(revision, cycle.hold)
     cycle = replace(cycle, revision=revision)
     state = replace(state, cycle=cycle)
     if revision <= state.last_revision:
@@ -365,6 +412,8 @@ def _on_timeout(state: CoordinatorState, ev: Timeout) -> Step:
         return state, ()
     if cycle.phase == "min":
         silent = tuple(n for n in cycle.nodes if n not in cycle.mins)
+        if state.config.hold and cycle.hold is None:
+            silent = (*silent, HOLD)
         return _end_cycle(state, "min_failed", silent, ev.now)
     if cycle.phase == "notice":
         return _retry(state, cycle, ev.now)
@@ -402,8 +451,10 @@ __all__ = [
     "Cycle",
     "CycleEnded",
     "CycleId",
+    "HOLD",
     "Effect",
     "Event",
+    "HoldReply",
     "MinReply",
     "NodeId",
     "NoticeReply",
@@ -411,6 +462,7 @@ __all__ = [
     "Phase",
     "ProposeCompact",
     "ProposeResult",
+    "QueryHold",
     "SendMinRequest",
     "SendNotice",
     "SendRollback",

@@ -112,3 +112,25 @@ class WatchProtocolError(KvError):
 
 
 __all__ += ["ErrWatcherDuplicateID", "ErrWatcherNotExist", "WatchProtocolError"]
+
+
+# ---- the block tier (committed history flushed out of the hot store) -------------------
+
+
+class ErrNotFlushed(KvError):
+    """A Compact above the block tier's flushed-through revision: the hot store would drop
+    values no block holds yet. Nothing is proposed."""
+
+    def __init__(self, revision: int, flushed_through: int) -> None:
+        super().__init__(f"compaction at {revision} is above the flushed history "
+                         f"({flushed_through}); retry when the flusher has caught up")
+        self.revision = revision
+        self.flushed_through = flushed_through
+
+
+class ErrHistoryUnavailable(KvError):
+    """A compacted value that the blocks should hold is not there (a block tier that lost
+    history, or a flush cursor that ran ahead of its blocks): never answered partially."""
+
+
+__all__ += ["ErrHistoryUnavailable", "ErrNotFlushed"]

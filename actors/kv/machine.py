@@ -191,8 +191,10 @@ class NetsyMachine:
     def query(self, request: Any) -> Any:
         """A local (serializable) read: Range, ("events", from_rev, to_rev, key, range_end
         [, prev_kv]), ("watch_history", from_rev, to_rev, key, range_end, prev_kv),
-        ("compaction",), ("head",) or ("applied_batch", from_rev, to_rev). Errors are
-        returned, not raised."""
+        ("compaction",), ("head",) or ("applied_batch", from_rev, to_rev); for the block
+        tier ("flush_rows", lo, max_rows) -> `FlushRows`, ("history_range", Range) ->
+        `RangeSkeleton` and ("history_events", from_rev, to_rev, key, range_end) ->
+        `EventsSkeleton` (history.py). Errors are returned, not raised."""
         try:
             return self._query(request)
         except KvError as err:
@@ -219,6 +221,13 @@ class NetsyMachine:
                 return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev))
             if tag == "applied_batch" and len(args) == 2:
                 return self._applied_batch(args[0], args[1])
+            if tag == "flush_rows" and len(args) == 2:
+                return s.history_rows(args[0], args[1])
+            if tag == "history_range" and len(args) == 1 and isinstance(args[0], Range):
+                return s.range_skeleton(args[0])
+            if tag == "history_events" and len(args) == 4:
+                start, end, key, range_end = args
+                return s.events_skeleton(start, key, range_end, end_revision=end)
         raise ErrUnknownCommand(f"unknown query {type(request).__name__}")
 
     # A watch only ever reads revisions ABOVE the compact revision: admission refuses a

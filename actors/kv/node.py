@@ -48,10 +48,12 @@ class KvNodeConfig:
     watcher_max_pending: int = 1024
     progress_interval: float = 600.0
     data_dir: str = ""  # each node keeps its promised floor in <data_dir>/<node>; "": not kept
+    flush_hold: bool = False  # a block tier: compaction stays at or below its flushed history
 
     def coordinator_config(self) -> cc.CoordinatorConfig:
         return cc.CoordinatorConfig(self.compaction_interval, self.min_timeout,
-                                    self.notice_timeout, self.propose_timeout)
+                                    self.notice_timeout, self.propose_timeout,
+                                    hold=self.flush_hold)
 
 
 @dataclass

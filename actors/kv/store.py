@@ -39,6 +39,7 @@ from sediment.actors.kv.errors import (
     ErrRevisionNotAfterHead,
     InvalidRequest,
 )
+from sediment.actors.kv.history import EventsSkeleton, FlushRows, RangeSkeleton
 from sediment.actors.kv.types import (
     Compare,
     DeleteRange,
@@ -239,17 +240,21 @@ class Store:
         ).fetchone()
 
     def _range_at(self, r: Range, at: int, header: int) -> RangeResult:
+        return self._range_rows(r, at, header)[0]
+
+    def _range_rows(self, r: Range, at: int, header: int) -> tuple[RangeResult, list[Any]]:
+        """The Range answer and the rows behind its kvs (a compacted value is NULL there)."""
         rows = self._live_rows(r.key, r.range_end, at)
         count = len(rows)
         if r.count_only:
-            return RangeResult([], count, False, header)
+            return RangeResult([], count, False, header), []
         more = bool(r.limit) and count > r.limit
         if more:
             rows = rows[: r.limit]
         kvs = [_kv(row) for row in rows]
         if r.keys_only:
             kvs = [replace(kv, value=b"") for kv in kvs]
-        return RangeResult(kvs, count, more, header)
+        return RangeResult(kvs, count, more, header), rows
 
     def range(
         self,
@@ -292,7 +297,12 @@ class Store:
             return []
         if start_revision < self._compact_rev:
             raise ErrCompacted(self._compact_rev)
-        start = start_revision
+        return self._events(start_revision, end, key, range_end, prev_kv)[0]
+
+    def _events(self, start: int, end: int, key: bytes, range_end: bytes | None,
+                prev_kv: bool) -> tuple[list[Event], list[int]]:
+        """The events of [key, range_end) in [start, end] and the indexes of the puts among
+        them whose value is compacted (b"" in the event)."""
         where, args = _bounds(key, range_end)
         rows = self._db.execute(
             f"SELECT {_COLS} FROM records WHERE {where} AND revision >= ? AND revision <= ? "
@@ -300,6 +310,7 @@ class Store:
             (*args, start, end),
         ).fetchall()
         out: list[Event] = []
+        missing: list[int] = []
         for row in rows:
             prev = None
             if prev_kv:
@@ -309,8 +320,69 @@ class Store:
             if row[5]:
                 out.append(Event("delete", KeyValue(bytes(row[0]), b"", 0, row[6], 0), prev))
             else:
+                if row[1] is None:
+                    missing.append(len(out))
                 out.append(Event("put", _kv(row), prev))
-        return out
+        return out, missing
+
+    # ------------------------------------------------- history below the compaction --
+    # Compaction is value-only: every row stays, so the answers below the compact
+    # revision are known but for the compacted values (`history.py` fills them in).
+
+    def range_skeleton(self, r: Range) -> RangeSkeleton:
+        """Range `r` at any revision up to head, even below the compact revision: the
+        kvs whose value is compacted are listed in `missing`. ErrFutureRev above head."""
+        v.check_request(r, self.limits)
+        if r.revision > self._head:
+            raise ErrFutureRev()
+        at = self._head if r.revision <= 0 else r.revision
+        result, rows = self._range_rows(r, at, self._head)
+        compacted = () if r.keys_only else tuple(
+            i for i, row in enumerate(rows) if row[1] is None)
+        return RangeSkeleton(result, compacted, self._compact_rev)
+
+    def events_skeleton(self, start_revision: int, key: bytes, range_end: bytes | None = None,
+                        end_revision: int | None = None) -> EventsSkeleton:
+        """`events` from any start_revision >= 1 (no prev_kv), even below the compact
+        revision: the puts whose value is compacted are listed in `missing`. A start or
+        end above head is ErrFutureRev; end before start answers nothing."""
+        v.check_range(key, range_end, self.limits)
+        v.check_revision(start_revision, "start_revision")
+        end = self._head if end_revision is None else end_revision
+        v.check_revision(end, "end_revision")
+        if start_revision < 1:
+            raise InvalidRequest("a history read starts at revision 1 or later")
+        if start_revision > self._head or end > self._head:
+            raise ErrFutureRev()
+        events, missing = self._events(start_revision, end, key, range_end, False)
+        return EventsSkeleton(tuple(events), tuple(missing), self._head, self._compact_rev)
+
+    def history_rows(self, lo: int, max_rows: int) -> FlushRows:
+        """Every row from revision `lo` on, by (revision, key), as (revision, key, value or
+        None for a delete): whole revisions, up to `max_rows` rows unless the first
+        revision alone holds more. ErrCompacted if lo is below the compact revision
+        (values there may be gone: flushing them would write holes)."""
+        v.check_revision(lo, "lo")
+        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+            raise InvalidRequest(f"max_rows must be a positive int, got {max_rows!r}")
+        if lo < 1:
+            raise InvalidRequest("history rows start at revision 1 or later")
+        if lo < self._compact_rev:
+            raise ErrCompacted(self._compact_rev)
+        q = self._db.execute
+        cut = q("SELECT revision FROM records WHERE revision >= ? ORDER BY revision "
+                "LIMIT 1 OFFSET ?", (lo, max_rows)).fetchone()
+        if cut is None:
+            through, more = self._head, False
+        else:
+            first = q("SELECT MIN(revision) FROM records WHERE revision >= ?", (lo,)).fetchone()
+            through, more = max(cut[0] - 1, first[0]), True
+        rows = q("SELECT revision, key, value, deleted FROM records WHERE revision >= ? AND "
+                 "revision <= ? ORDER BY revision, key", (lo, through)).fetchall()
+        if any(val is None and not d for _, _, val, d in rows):
+            raise ErrCompacted(self._compact_rev)  # a put without its value: not flushable
+        return FlushRows(tuple((r, bytes(k), None if d else bytes(val)) for r, k, val, d in rows),
+                         through, more)
 
     # ---------------------------------------------------------------- writing --
 

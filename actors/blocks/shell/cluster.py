@@ -13,8 +13,9 @@ children after it. `blocks_children` adds only the block tier's own processes; u
 `rest_for_one` a restart of the metastore member restarts them after it.
 
 `BlocksCluster.start(...)` composes a standalone block tier (on its own runtime or a
-given one). Feeding the KV's committed history into level-0 blocks (a flusher) is a
-separate step; here level-0 blocks come from `client.add_level0(rows or blocks)`.
+given one), fed by `client.add_level0(rows or blocks)`. A KV cluster's tier, fed by the
+flusher from the KV's committed history, is composed by `tier.py`; its `BlocksCluster`
+is then a view (`owns_runtime=False`) over the KV cluster's top supervisor.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ import functools
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sediment.actors.blocks import block as blk
 from sediment.actors.blocks import merge
@@ -36,6 +40,8 @@ from sediment.actors.blocks.metastore import (
     AddBlocks,
     BlocksQuery,
     BlocksResult,
+    FlushCursor,
+    FlushCursorQuery,
     JobInfo,
     JobsQuery,
     JobsResult,
@@ -61,6 +67,7 @@ from sediment.actors.blocks.shell.names import (
 from sediment.actors.blocks.shell.node import blocks_node
 from sediment.actors.blocks.shell.pool import start_worker_pool
 from sediment.actors.blocks.worker import WorkerConfig
+from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.cluster import node_children, propose
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.server import GroupSpec
@@ -389,6 +396,12 @@ class BlocksClient:
         result: BlocksResult = self.query(BlocksQuery(max_revision=0))
         return result.compaction_revision
 
+    def flush_cursor(self) -> FlushCursor:
+        """The flushed-through revision and per-shard watermarks (the leader's applied
+        state: at most the committed cursor)."""
+        result: FlushCursor = self.query(FlushCursorQuery())
+        return result
+
     def idle(self) -> bool:
         """No job in the schedule and no block waiting to be planned."""
         return not self.jobs() and not self.queues()
@@ -404,6 +417,35 @@ class BlocksClient:
             BlocksQuery(shard=shard_for_key(key, self.cluster.shards)))
         return merge.read_key_history(self.cluster.root, result.blocks, key, start, end,
                                       compaction_revision=result.compaction_revision)
+
+    def row_values(self, rows: Collection[tuple[bytes, int]],
+                   at_least: int) -> dict[tuple[bytes, int], bytes | None]:
+        """The values of history rows (key, revision) found in the live blocks of their
+        shards (None: a delete); a row no block holds is absent. ErrCompacted(floor) if
+        `at_least` is below the oldest revision the blocks answer for, with or without
+        rows asked (one metastore read decides both, so a merge cannot slip between)."""
+        result: BlocksResult = self.query(BlocksQuery())
+        floor = merge.history_floor(result.blocks, result.compaction_revision)
+        if at_least < floor:
+            raise ErrCompacted(floor)
+        by_shard: dict[int, set[tuple[bytes, int]]] = {}
+        for key, revision in rows:
+            by_shard.setdefault(shard_for_key(key, self.cluster.shards), set()).add(
+                (key, revision))
+        out: dict[tuple[bytes, int], bytes | None] = {}
+        for shard, wanted in sorted(by_shard.items()):
+            revisions = sorted({r for _, r in wanted})
+            keys = {k for k, _ in wanted}
+            blocks = [b for b in result.blocks if b.shard == shard
+                      and b.overlaps_revisions(revisions[0], revisions[-1])
+                      and any(b.may_hold_key(k) for k in keys)]
+            table = merge.combine([blk.read_block(self.cluster.root, b) for b in blocks])
+            table = table.filter(pc.is_in(table["revision"],
+                                          value_set=pa.array(revisions, pa.int64())))
+            for row in blk.table_rows(table):
+                if (row.key, row.revision) in wanted:
+                    out[(row.key, row.revision)] = row.value
+        return out
 
     def keyspace_at(self, revision: int) -> list[tuple[bytes, bytes]]:
         """Every (key, value) that exists at `revision`, by key."""

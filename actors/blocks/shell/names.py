@@ -25,4 +25,15 @@ def worker_pool_name(node: str) -> str:
     return f"compaction-workers@{node}"
 
 
-__all__ = ["METASTORE_GROUP", "blocks_node_name", "service_name", "worker_pool_name"]
+def flush_node_name(node: str) -> str:
+    """The per-node process that follows the KV group's leadership for the flusher."""
+    return f"flush-node@{node}"
+
+
+def flusher_name(node: str) -> str:
+    """The level-0 flusher; registered only while `node` leads the KV group."""
+    return f"flusher@{node}"
+
+
+__all__ = ["METASTORE_GROUP", "blocks_node_name", "flush_node_name", "flusher_name",
+           "service_name", "worker_pool_name"]
