@@ -356,8 +356,9 @@ def test_a_killed_worker_loses_its_job_and_a_late_stale_report_is_ignored(
     assert ("refused", name, token1, "") in status["recent"]
     assert "completed" not in status["counts"]
     stale = compacted_block_id(0, 0, plan_sources, token1)
-    assert stale in block_files(cluster)  # it wrote its output ...
-    assert stale not in {b.id for b in client.blocks()}  # ... which replaced nothing
+    assert stale not in {b.id for b in client.blocks()}  # its output replaced nothing ...
+    wait_for(cluster, lambda: stale not in block_files(cluster))  # ... and is garbage
+    assert cluster.service_status()["orphans_deleted"]["block"] >= 1
     still = job_info(cluster, name)
     assert still is not None and still.state.token == token3
 
@@ -520,6 +521,10 @@ def test_bad_input_is_refused_at_the_boundary_and_crashes_nothing(cluster: Any) 
         client.add_level0([replace(written[0], id=f"{written[0].id}-again")])
     again = client.add_level0(written)  # a retried add of the same blocks is a no-op
     assert again.added == () and set(again.already) == set(result.added)
+    rt.sleep(1.0)
+    rewritten = client.add_level0(first)  # the same rows written again, later: the files
+    assert rewritten.added == () and set(rewritten.already) == set(result.added)  # stay
+    assert client.blocks() == written
     assert_reads_match(cluster, history)
 
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -228,6 +229,90 @@ def test_rewriting_the_same_block_is_a_no_op_and_other_rows_conflict(tmp_path: P
     with pytest.raises(BlockConflict):
         blk.write_block(str(tmp_path), t, block_id=meta.id, shard=0, level=0, created_at=10.0)
     assert blk.read_block(str(tmp_path), meta).equals(table((1, "a", "1"), (2, "b", "2")))
+
+
+def _bytes(root: Path, meta: BlockMeta) -> bytes:
+    return Path(blk.block_path(str(root), meta.shard, meta.id)).read_bytes()
+
+
+# A retry differs from the first write only in metadata that does not change the rows.
+RETRIES: list[tuple[str, dict[str, object]]] = [
+    ("a later created_at (a flusher's retry after a crash)", {"created_at": 99.0}),
+    ("another compaction revision", {"compaction_revision": 7}),
+    ("both", {"created_at": 0.5, "compaction_revision": 3}),
+]
+
+
+@pytest.mark.parametrize("how", [name for name, _ in RETRIES])
+def test_a_retry_keeps_the_block_on_disk_and_returns_its_metadata(tmp_path: Path,
+                                                                  how: str) -> None:
+    """Same rows under the same id: the existing file stays byte for byte, and the
+    metadata returned is the file's own (what the index must then reference)."""
+    t = table((1, "a", "1"), (2, "b", None))
+    first = blk.write_block(str(tmp_path), t, block_id="B", shard=0, level=1, created_at=10.0)
+    before = _bytes(tmp_path, first)
+    change = dict(RETRIES)[how]
+    fields: dict[str, Any] = {"created_at": 10.0, "compaction_revision": 0, **change}
+    again = blk.write_block(str(tmp_path), t, block_id="B", shard=0, level=1, **fields)
+    streamed = blk.write_block_batches(str(tmp_path), t.to_batches, block_id="B", shard=0,
+                                       level=1, **fields)
+    assert again == streamed == first
+    assert (again.created_at, again.compaction_revision) == (10.0, 0)
+    assert _bytes(tmp_path, first) == before
+    assert blk.read_block(str(tmp_path), again).equals(t)
+    assert _files(tmp_path) == ["shard-0/B.parquet"]
+
+
+def test_a_retried_level0_flush_and_a_retried_merge_return_the_first_write(
+        tmp_path: Path) -> None:
+    flushed = write(tmp_path, 0, (1, "a", "1"), (2, "b", "2"), created_at=10.0)
+    assert write(tmp_path, 0, (2, "b", "2"), (1, "a", "1"), created_at=20.0) == flushed
+    other = write(tmp_path, 0, (3, "a", "3"))
+    job = _job([flushed, other], token=5)
+    done = mg.run_job(str(tmp_path), job, [flushed, other], created_at=30.0)
+    retried = mg.run_job(str(tmp_path), job, [flushed, other], created_at=40.0)
+    assert retried == done and retried.new_block.created_at == 30.0
+
+
+@pytest.mark.parametrize("rows_differ", [False, True])
+def test_a_writer_that_installs_the_block_first_wins_the_race(tmp_path: Path,
+                                                              rows_differ: bool) -> None:
+    """Another writer installs the same id between this write's check and its commit
+    point: a link never replaces it; same rows return its metadata, other rows are a
+    conflict, and the temporary file goes either way."""
+    mine = table((1, "a", "1"))
+    theirs = table((1, "a", "other")) if rows_differ else mine
+    installed: list[BlockMeta] = []
+
+    def competitor(point: str) -> None:
+        if point == "block.before_rename":
+            installed.append(blk.write_block(str(tmp_path), theirs, block_id="B", shard=0,
+                                             level=1, created_at=1.0))
+
+    def attempt() -> BlockMeta:
+        return blk.write_block(str(tmp_path), mine, block_id="B", shard=0, level=1,
+                               created_at=2.0, fp=competitor)
+
+    if rows_differ:
+        with pytest.raises(BlockConflict):
+            attempt()
+    else:
+        assert attempt() == installed[0]
+    assert blk.read_block(str(tmp_path), installed[0]).equals(theirs)
+    assert _files(tmp_path) == ["shard-0/B.parquet"]
+
+
+def test_a_damaged_or_foreign_file_under_the_name_is_not_replaced(tmp_path: Path) -> None:
+    meta = write(tmp_path, 0, (1, "a", "1"))
+    path = Path(blk.block_path(str(tmp_path), 0, meta.id))
+    path.write_bytes(b"not a block")
+    with pytest.raises(CorruptBlock):
+        write(tmp_path, 0, (1, "a", "1"), created_at=11.0)
+    assert path.read_bytes() == b"not a block"
+    other = write(tmp_path, 0, (2, "a", "1"))  # another block's file moved under the name
+    os.replace(blk.block_path(str(tmp_path), 0, other.id), path)
+    with pytest.raises(CorruptBlock, match="embedded metadata"):
+        write(tmp_path, 0, (1, "a", "1"), created_at=11.0)
 
 
 def _flip_byte(path: str, at: int) -> None:

@@ -9,11 +9,18 @@ kills the KV leader's raft member, then checks that every committed row is in ex
 one live block (or was merged away below the blocks' compaction revision) and still in
 the hot store above the KV's compaction, and that reads at old revisions answer what
 the KV answered before it compacted. Backend-parametrized through `rt`.
+
+Garbage: a flusher that dies between writing and proposing is followed by one that
+rewrites the same blocks and keeps the files on disk (the index describes them, with
+their first `created_at` and checksum); the leader's cleanup collects the outputs of a
+fenced worker and the level-0 files of a crashed flusher that were never added, plus
+leftover temporary files, and never a live block, while no row is lost.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +28,16 @@ import pytest
 from runtime_helpers import eventually
 
 from sediment.actors.blocks import block as blk
-from sediment.actors.blocks.meta import FlushPolicy
+from sediment.actors.blocks.meta import (
+    FlushPolicy,
+    Level0Name,
+    compacted_block_id,
+    level0_block_id,
+    parse_block_id,
+)
 from sediment.actors.blocks.planner import LevelConfig, PlannerConfig
 from sediment.actors.blocks.scheduler import SchedulerConfig
+from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE, BEFORE_REPORT
 from sediment.actors.blocks.shell.flusher import BEFORE_PROPOSE
 from sediment.actors.blocks.shell.names import flusher_name
 from sediment.actors.blocks.shell.tier import BlockTier
@@ -249,3 +263,183 @@ def test_without_a_block_tier_old_reads_stay_compacted(rt: Any, tmp_path: Path) 
         kv.history(b"a", start_revision=r1)
     assert info.value.compact_revision == r2
     assert [e.kv.value for e in kv.history(b"a", start_revision=r2)] == [b"2"]
+
+
+# ---- retried flushes and garbage -------------------------------------------------------
+
+
+def block_files(cluster: Cluster) -> dict[str, bytes]:
+    """Every block file on disk by id, with its bytes."""
+    assert cluster.blocks is not None
+    return {p.stem: p.read_bytes() for p in Path(cluster.blocks.root).glob("shard-*/*.parquet")}
+
+
+def unadded_level0(cluster: Cluster) -> dict[str, bytes]:
+    """Level-0 files on disk that the index neither lists nor has tombstoned."""
+    assert cluster.blocks is not None
+    client = cluster.blocks.client()
+    known = {b.id for b in client.blocks()}
+    known |= {b for t in client.tombstones() for b in t.blocks}
+    return {bid: data for bid, data in block_files(cluster).items()
+            if isinstance(parse_block_id(bid), Level0Name) and bid not in known}
+
+
+def pause_flusher_with_blocks_written(cluster: Cluster, write: Any) -> tuple[Any, dict[str, bytes]]:
+    """Arm the flusher to stop before proposing, write until it has written blocks it
+    has not proposed; (the flusher, those files)."""
+    rt = cluster.rt
+    victim = flusher_pid(cluster)
+    assert victim is not None
+    rt.arm_failpoint(victim, BEFORE_PROPOSE, "pause")
+    for _ in range(20):
+        write()
+        rt.sleep(2.0)  # past the flush age: what is due is written before more comes
+        if unadded_level0(cluster):
+            break
+    written = unadded_level0(cluster)
+    assert written
+    rt.sleep(1.0)
+    assert unadded_level0(cluster) == written  # stopped there
+    return victim, written
+
+
+# flushes by age only, and no merges: what a flusher writes is all it read, and stays L0
+STILL = replace(TIER, flush=FlushPolicy(max_rows=0, max_bytes=0, max_age=1.0),
+                planner=PlannerConfig(levels=(LevelConfig(100, 1000.0),)))
+
+
+def test_a_retried_flush_keeps_the_files_on_disk(rt: Any, tmp_path: Path) -> None:
+    """The flusher dies between writing its blocks and proposing them; its successor
+    flushes the same rows under the same ids a little later: the files on disk stay as
+    they are, and the index describes them (first created_at, same checksum). Until
+    then the cleanup leaves them alone: an AddBlocks may still add them."""
+    cluster = start(rt, tmp_path, tier=STILL)
+    assert cluster.blocks is not None
+    kv, blocks = cluster.client(), cluster.blocks.client()
+    n = iter(range(10_000))
+    heads: list[int] = []
+
+    def burst() -> None:  # rows the flusher reads in full before they are due
+        heads.extend(kv.put(KEYS[next(n) % 4], b"v").revision for _ in range(6))
+
+    victim, written = pause_flusher_with_blocks_written(cluster, burst)
+    rt.sleep(6.0)  # several cleanup passes: nothing written and not yet added goes
+    assert {bid: block_files(cluster).get(bid) for bid in written} == written
+    killed_at = rt.now()
+    rt.kill(victim)
+    assert eventually(rt, lambda: blocks.flush_cursor().through >= heads[-1], timeout=60)
+    live = {b.id: b for b in blocks.blocks()}
+    reused = sorted(set(written) & set(live))
+    assert reused, (sorted(written), sorted(live))
+    for bid in reused:
+        meta = live[bid]
+        assert meta.checksum == blk.file_checksum(written[bid]) and meta.created_at < killed_at
+        assert block_files(cluster)[bid] == written[bid]
+        blk.read_block(cluster.blocks.root, meta)
+    assert set(block_files(cluster)) == set(live)
+
+
+GC_TIER = replace(
+    TIER,
+    planner=PlannerConfig(levels=(LevelConfig(3, 2.0), LevelConfig(3, 4.0)), cleanup_delay=2.0,
+                          cleanup_batch_size=0),  # tombstones stay listed: "ever live"
+    scheduler=SchedulerConfig(lease_duration=4.0),
+    worker=WorkerConfig(capacity=2, poll_interval=1.0),
+    tuning={"cleanup_interval": 1.0, "orphan_batch": 16},
+)
+
+
+def test_garbage_of_fenced_workers_and_crashed_flushers_is_collected(
+        rt: Any, tmp_path: Path) -> None:
+    cluster = start(rt, tmp_path, tier=GC_TIER)
+    bc = cluster.blocks
+    assert bc is not None
+    kv, blocks = cluster.client(), bc.client()
+    model = Model(kv)
+    root = Path(bc.root)
+
+    # a worker finishes its merge, then stops before reporting until its lease is gone
+    for pid in bc.workers():
+        rt.arm_failpoint(pid, BEFORE_MERGE, "pause")
+    held: list[tuple[Any, Any, int]] = []
+
+    def a_job_is_held() -> bool:
+        model.write()
+        held[:] = [(job, pid, token) for job in blocks.jobs()
+                   for pid, token in bc.holders(job.state.name).items()]
+        return bool(held)
+
+    assert eventually(rt, a_job_is_held, timeout=60, step=0.5)
+    job, first, token1 = held[0]
+    name = job.state.name
+    rt.arm_failpoint(first, BEFORE_REPORT, "pause")
+    rt.release_failpoint(first, BEFORE_MERGE)
+    stale = compacted_block_id(job.shard, job.state.level, job.source_blocks, token1)
+
+    def moved() -> bool:
+        now = {j.state.name: j.state.token for j in blocks.jobs()}
+        return now.get(name, token1 + 1) > token1
+
+    assert eventually(rt, moved, timeout=60, step=0.5)
+    for pid in bc.workers():
+        rt.release_failpoint(pid, BEFORE_MERGE)
+
+    # the flusher dies with blocks written and not proposed; rows go on arriving
+    victim, crashed = pause_flusher_with_blocks_written(cluster, model.write)
+    for _ in range(8):
+        model.write()
+    rt.kill(victim)
+
+    # leftovers of interrupted writes, and entries that are not ours
+    pending = level0_block_id(0, 10**9, 10**9)  # far above any flush: may still come
+    dead = sorted(crashed)[0]
+    dead_shard = parse_block_id(dead)
+    assert isinstance(dead_shard, Level0Name)
+    strays = {
+        "orphan temp": root / f"shard-{dead_shard.shard}" / f".{dead}.x1.tmp",
+        "scratch": root / f"shard-{job.shard}" / f".{stale}.x2.spark",
+        "pending temp": root / "shard-0" / f".{pending}.x3.tmp",
+        "not ours": root / "shard-0" / "notes.txt",
+    }
+    for path in strays.values():
+        path.parent.mkdir(exist_ok=True)
+    strays["scratch"].mkdir()
+    (strays["scratch"] / "part-0.parquet").write_bytes(b"rows")
+    for key in ("orphan temp", "pending temp", "not ours"):
+        strays[key].write_bytes(b"partial")
+
+    rt.release_failpoint(first, BEFORE_REPORT)  # its late report is refused
+    assert eventually(rt, lambda: bc.worker_status(first)["counts"].get("refused"), timeout=30)
+    for _ in range(6):
+        model.write()
+    head = model.rows[-1][0]
+
+    def settled() -> bool:
+        if blocks.flush_cursor().through < head or not blocks.idle():
+            return False
+        return set(block_files(cluster)) == {b.id for b in blocks.blocks()}
+
+    assert eventually(rt, settled, timeout=120, step=0.5), (
+        blocks.flush_cursor(), head, blocks.jobs(),
+        set(block_files(cluster)) ^ {b.id for b in blocks.blocks()}, bc.service_status())
+
+    live = {b.id for b in blocks.blocks()}
+    ever_live = live | {b for t in blocks.tombstones() for b in t.blocks}
+    status = bc.service_status()
+    assert status is not None
+    deleted = {entry.split("/", 1)[1] for entry in status["recent_orphans"]}
+    deleted_blocks = {d.removesuffix(".parquet") for d in deleted if d.endswith(".parquet")}
+    assert not deleted_blocks & ever_live  # never a block the index listed
+    assert stale in deleted_blocks and stale not in ever_live
+    never_added = set(crashed) - ever_live
+    assert never_added <= deleted_blocks
+    assert status["orphans_deleted"]["block"] == len(deleted_blocks)
+    assert not strays["orphan temp"].exists() and not strays["scratch"].exists()
+    assert strays["pending temp"].exists() and strays["not ours"].exists()
+    assert status["orphans_deleted"]["scratch"] == 1 and status["orphans_deleted"]["temp"] >= 1
+    assert {p.name for p in root.rglob("*.tmp")} == {strays["pending temp"].name}
+
+    # no row lost: every committed row in exactly one live block
+    held_rows = live_rows(cluster)
+    assert sorted((rev, key) for rev, key, _ in held_rows) == sorted(
+        (rev, key) for rev, key, _ in model.rows)

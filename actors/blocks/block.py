@@ -5,12 +5,19 @@ key, value, flags) sorted by (key, revision), each (key, revision) once. A tombs
 (a delete) has FLAG_TOMBSTONE and a null value; a put has a value (b"" allowed).
 
 Writing is crash-safe: the table goes to a temporary file in the block's directory,
-which is fsynced, then renamed to `<root>/shard-<n>/<id>.parquet` and the directory
-fsynced. A crash leaves either no file under the final name or the whole block; the
-temporary files a crash leaves behind start with "." and end in ".tmp"
-(`remove_temp_files`). Pages carry checksums, and the file embeds the block's metadata
-(all but its own size), so `read_block` can tell a missing file (`MissingBlock`) from
-one that is damaged or is another block (`CorruptBlock`).
+which is fsynced, then linked to `<root>/shard-<n>/<id>.parquet` (a link never replaces
+an existing file) and the directory fsynced. A crash leaves either no file under the
+final name or the whole block; the temporary files a crash leaves behind start with "."
+and end in ".tmp" (`remove_temp_files`; `meta.parse_file_name` names their block).
+Pages carry checksums, and the file embeds the block's metadata (all but its own
+size), so `read_block` can tell a missing file (`MissingBlock`) from one that is
+damaged or is another block (`CorruptBlock`).
+
+Block files are write-once. A write of an id whose file exists (a retry after a crash,
+a second flusher, a concurrent writer that linked first) keeps that file when it holds
+exactly the same rows and returns the file's own metadata (its `created_at`,
+compaction revision, size and checksum), so the caller proposes what is on disk;
+different rows are a `BlockConflict`.
 
 `BlockMeta` and the names live in `meta.py` (no pyarrow there, for the pure cores) and
 are re-exported here.
@@ -58,8 +65,8 @@ COMPRESSION: Final = "zstd"
 
 BLOCK_FAILPOINTS: Final[tuple[str, ...]] = (
     "block.after_temp_sync",  # the whole block is durable in its temporary file
-    "block.before_rename",  # about to move it under the final name
-    "block.after_rename",  # renamed, the directory not yet fsynced
+    "block.before_rename",  # about to link it under the final name
+    "block.after_rename",  # linked, the directory not yet fsynced
 )
 
 
@@ -197,8 +204,9 @@ def write_block(root: str, table: pa.Table, *, block_id: str, shard: int, level:
     """Write `table` as block `block_id` durably and return its metadata.
 
     InvalidRows if the table is not a block table. If the file already exists (a retried
-    write), it is kept when it holds exactly these rows and BlockConflict otherwise:
-    an existing block is never replaced by different history."""
+    write), it is kept when it holds exactly these rows and its metadata is returned,
+    whatever `created_at` this call had; BlockConflict if its rows differ, CorruptBlock
+    if it is damaged: an existing block is never replaced."""
     table = table.combine_chunks()
     problem = check_table(table)
     if problem is not None:
@@ -211,20 +219,24 @@ def write_block(root: str, table: pa.Table, *, block_id: str, shard: int, level:
     makedirs_durable(directory)
     if os.path.exists(path):
         return _existing(path, table, meta)
+
     def write(out: BinaryIO) -> None:
         stamped = table.replace_schema_metadata({META_KEY: _embedded(meta)})
         pq.write_table(stamped, out, compression=COMPRESSION, write_page_checksum=True)
 
-    return _install(path, meta, write, fp)
+    return _install(path, meta, write, lambda: _existing(path, table, meta), fp)
 
 
 def _install(path: str, meta: BlockMeta, write: Callable[[BinaryIO], None],
-             fp: Failpoint) -> BlockMeta:
+             existing: Callable[[], BlockMeta], fp: Failpoint) -> BlockMeta:
     """Write a block file durably: `write` fills a temporary file next to `path`, which
-    is fsynced, renamed to `path` (the commit point) and its directory fsynced; `meta`
-    with the file's size and checksum. Nothing is left under the final name on failure."""
+    is fsynced, linked to `path` (the commit point) and its directory fsynced; `meta`
+    with the file's size and checksum. The link fails if another writer installed the
+    block first: then `existing()` decides (its file, or BlockConflict). Nothing is left
+    under the final name on failure, and the temporary file goes in every case."""
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{meta.id}.", suffix=".tmp", dir=directory)
+    raced = False
     try:
         with os.fdopen(fd, "wb") as raw:
             out = _Hashing(raw)
@@ -233,11 +245,15 @@ def _install(path: str, meta: BlockMeta, write: Callable[[BinaryIO], None],
             os.fsync(raw.fileno())
         fp("block.after_temp_sync")
         fp("block.before_rename")
-        os.replace(tmp, path)
-    except BaseException:
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raced = True
+    finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise
+    if raced:
+        return existing()
     fp("block.after_rename")
     fsync_dir(directory)
     return replace(meta, size_bytes=out.size, checksum=out.hash.hexdigest())
@@ -279,12 +295,33 @@ class _Hashing:
 
 
 def _existing(path: str, table: pa.Table, meta: BlockMeta) -> BlockMeta:
+    """The metadata of the block file already at `path` when it holds exactly `table`'s
+    rows: the file's own (created_at and compaction revision as first written, its size
+    and checksum), since that file is what the index must describe. BlockConflict if
+    its rows differ; CorruptBlock if it is damaged or is another block's file."""
     with open(path, "rb") as f:
         data = f.read()
-    on_disk = replace(meta, size_bytes=len(data), checksum=file_checksum(data))
-    if not read_block_file(path, on_disk).equals(table):
+    try:
+        schema = pq.read_schema(pa.BufferReader(data))
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise CorruptBlock(meta.id, path, f"{type(err).__name__}: {err}") from err
+    stamped = _stamp(schema.metadata)
+    if stamped is None or (stamped.id, stamped.shard, stamped.level) != (
+            meta.id, meta.shard, meta.level):
+        raise CorruptBlock(meta.id, path, "embedded metadata is not the block's")
+    on_disk = replace(stamped, size_bytes=len(data), checksum=file_checksum(data))
+    if not _verified(path, data, on_disk).equals(table):
         raise BlockConflict(f"block {meta.id} exists with other rows: {path}")
     return on_disk
+
+
+def _stamp(metadata: dict[bytes, bytes] | None) -> BlockMeta | None:
+    """The block metadata a file's schema embeds, or None if it has none or bad one."""
+    embedded = (metadata or {}).get(META_KEY)
+    try:
+        return meta_from_json(json.loads(embedded)) if embedded else None
+    except ValueError:
+        return None
 
 
 def read_block(root: str, meta: BlockMeta) -> pa.Table:
@@ -299,6 +336,11 @@ def read_block_file(path: str, meta: BlockMeta) -> pa.Table:
             data = f.read()
     except FileNotFoundError:
         raise MissingBlock(meta.id, path) from None
+    return _verified(path, data, meta)
+
+
+def _verified(path: str, data: bytes, meta: BlockMeta) -> pa.Table:
+    """The rows of file contents `data`, checked to be exactly the block `meta`."""
     if len(data) != meta.size_bytes:
         raise CorruptBlock(meta.id, path, f"{len(data)} bytes, metadata says {meta.size_bytes}")
     if file_checksum(data) != meta.checksum:
@@ -307,12 +349,7 @@ def read_block_file(path: str, meta: BlockMeta) -> pa.Table:
         table = pq.read_table(pa.BufferReader(data), page_checksum_verification=True)
     except (pa.ArrowException, OSError, ValueError) as err:
         raise CorruptBlock(meta.id, path, f"{type(err).__name__}: {err}") from err
-    embedded = (table.schema.metadata or {}).get(META_KEY)
-    try:
-        stamped = meta_from_json(json.loads(embedded)) if embedded else None
-    except ValueError:
-        stamped = None
-    if stamped != _unsized(meta):
+    if _stamp(table.schema.metadata) != _unsized(meta):
         raise CorruptBlock(meta.id, path, "embedded metadata is not the block's")
     table = table.replace_schema_metadata(None)
     problem = check_table(table)
@@ -359,12 +396,7 @@ def verify_block_file(path: str, meta: BlockMeta) -> str:
         schema, num_rows = parquet.schema_arrow, parquet.metadata.num_rows
     except (pa.ArrowException, OSError, ValueError) as err:
         raise CorruptBlock(meta.id, path, f"{type(err).__name__}: {err}") from err
-    embedded = (schema.metadata or {}).get(META_KEY)
-    try:
-        stamped = meta_from_json(json.loads(embedded)) if embedded else None
-    except ValueError:
-        stamped = None
-    if stamped != _unsized(meta):
+    if _stamp(schema.metadata) != _unsized(meta):
         raise CorruptBlock(meta.id, path, "embedded metadata is not the block's")
     if not schema.remove_metadata().equals(SCHEMA):
         raise CorruptBlock(meta.id, path, "not the block schema")
@@ -457,8 +489,9 @@ def write_block_batches(root: str, source: BatchSource, *, block_id: str, shard:
     Two passes over `source`, so memory holds one row group, not the block: the first
     checks the rows (InvalidRows, before any file is created) and computes the
     metadata the file embeds; the second writes. The file is the one `write_block`
-    writes for the same rows, and the same rules hold: temporary file, fsync, rename;
-    an existing block is kept only if it holds exactly these rows (else BlockConflict).
+    writes for the same rows, and the same rules hold: temporary file, fsync, link;
+    an existing block is kept, and its metadata returned, only if it holds exactly
+    these rows (else BlockConflict).
     """
     first = _scan(source)
     meta = first.meta(block_id=block_id, shard=shard, level=level, created_at=created_at,
@@ -466,9 +499,12 @@ def write_block_batches(root: str, source: BatchSource, *, block_id: str, shard:
     path = block_path(root, shard, block_id)
     directory = os.path.dirname(path)
     makedirs_durable(directory)
-    if os.path.exists(path):
+    def existing() -> BlockMeta:
         rows = pa.Table.from_batches(list(source()), schema=SCHEMA).combine_chunks()
         return _existing(path, rows, meta)
+
+    if os.path.exists(path):
+        return existing()
 
     def write(out: BinaryIO) -> None:
         stamped = SCHEMA.with_metadata({META_KEY: _embedded(meta)})
@@ -484,7 +520,7 @@ def write_block_batches(root: str, source: BatchSource, *, block_id: str, shard:
         if second != first:
             raise InvalidRows("the batch source changed between its two passes")
 
-    return _install(path, meta, write, fp)
+    return _install(path, meta, write, existing, fp)
 
 
 def delete_block_file(root: str, shard: int, block_id: str) -> bool:

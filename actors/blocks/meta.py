@@ -13,6 +13,9 @@ replica and every retry computes the same ones:
 - a job's output block: the job digest + the fencing token of the attempt, so a stale
   worker whose lease was taken over writes a different file from the current owner and
   can never overwrite the block the index points at.
+`parse_block_id` and `parse_file_name` read these names back, so the block store's
+garbage collection (`orphans.py`) can tell from a file's name alone which command could
+still make it live.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _CHECKSUM = re.compile(r"^([0-9a-f]{32})?$")
@@ -172,6 +175,74 @@ def block_relpath(shard: int, block_id: str) -> str:
     return f"shard-{shard}/{block_id}.parquet"
 
 
+@dataclass(frozen=True, slots=True)
+class Level0Name:
+    """What a level-0 block id says: its shard and revision range."""
+
+    shard: int
+    min_revision: int
+    max_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutputName:
+    """What a job output's id says: its shard and level, the job digest and the token of
+    the attempt that wrote it."""
+
+    shard: int
+    level: int
+    digest: str
+    token: int
+
+    @property
+    def job(self) -> str:
+        """The name of the job (source level = level - 1) whose attempt this is."""
+        return f"{self.digest}-S{self.shard}-L{self.level - 1}"
+
+
+_LEVEL0_ID = re.compile(r"^S([0-9]+)-L0-R([0-9]{20})-([0-9]{20})$")
+_OUTPUT_ID = re.compile(r"^S([0-9]+)-L([0-9]+)-([0-9a-f]{16})-T([0-9]+)$")
+
+
+def parse_block_id(block_id: str) -> Level0Name | OutputName | None:
+    """The level-0 or job-output name `block_id` is, or None (any other id). Only the
+    exact spelling `level0_block_id` / `compacted_block_id` give is recognised."""
+    if (m := _LEVEL0_ID.match(block_id)) is not None:
+        name0 = Level0Name(int(m[1]), int(m[2]), int(m[3]))
+        if level0_block_id(name0.shard, name0.min_revision, name0.max_revision) == block_id:
+            return name0
+        return None
+    if (m := _OUTPUT_ID.match(block_id)) is not None:
+        out = OutputName(int(m[1]), int(m[2]), m[3], int(m[4]))
+        if out.level >= 1 and f"S{out.shard}-L{out.level}-{out.digest}-T{out.token}" == block_id:
+            return out
+    return None
+
+
+FileKind = Literal["block", "temp", "scratch"]
+BLOCK_SUFFIX: Final = ".parquet"
+TEMP_SUFFIX: Final = ".tmp"  # a block writer's temporary file (`block._install`)
+SCRATCH_SUFFIX: Final = ".spark"  # a Spark merge's scratch directory (`merge_job`)
+
+
+def parse_file_name(name: str) -> tuple[str, FileKind] | None:
+    """(block id, kind) of an entry of a shard directory, or None if it is not one of
+    ours: `<id>.parquet` (a block), `.<id>.<random>.tmp` (a writer's temporary file),
+    `.<id>.<random>.spark` (a Spark merge's scratch directory)."""
+    if not name.startswith("."):
+        if name.endswith(BLOCK_SUFFIX):
+            block_id = name[: -len(BLOCK_SUFFIX)]
+            return (block_id, "block") if _ID.match(block_id) else None
+        return None
+    kinds: tuple[tuple[str, FileKind], ...] = ((TEMP_SUFFIX, "temp"), (SCRATCH_SUFFIX, "scratch"))
+    for suffix, kind in kinds:
+        if name.endswith(suffix):
+            block_id, dot, rest = name[1: -len(suffix)].rpartition(".")
+            if dot and rest and _ID.match(block_id):
+                return block_id, kind
+    return None
+
+
 def shard_for_key(key: bytes, shards: int) -> int:
     """The shard a key's history goes to: a stable hash (crc32), so a key's rows are in
     one shard and a key read consults that shard's blocks only."""
@@ -211,8 +282,14 @@ def flush_due(policy: FlushPolicy, rows: int, size_bytes: int, oldest_at: float 
 
 
 __all__ = [
+    "BLOCK_SUFFIX",
+    "SCRATCH_SUFFIX",
+    "TEMP_SUFFIX",
     "BlockMeta",
+    "FileKind",
     "FlushPolicy",
+    "Level0Name",
+    "OutputName",
     "block_relpath",
     "check_meta",
     "compacted_block_id",
@@ -222,5 +299,7 @@ __all__ = [
     "level0_block_id",
     "meta_from_json",
     "meta_to_json",
+    "parse_block_id",
+    "parse_file_name",
     "shard_for_key",
 ]

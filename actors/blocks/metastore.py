@@ -14,6 +14,9 @@ Commands (`entry.command`):
   `PollResponse`.
 - `SetCompactionRevision(revision)`: the history compaction the merges apply, forward
   only; answers the revision.
+- `FindOrphans(files)`: read-only, answers the `OrphanVerdicts` on (shard, block id)
+  pairs at this entry (`orphans.py`: the leader's garbage collection deletes only what
+  a committed entry calls garbage).
 None is the leader's no-op. Every refusal is a `MetastoreError` returned as the result,
 never raised, so a bad command changes nothing and cannot crash a replica; an unexpected
 exception while executing a command is answered as `ErrMalformedCommand` (the type name
@@ -31,6 +34,7 @@ from typing import Any
 
 from sediment.actors.blocks import codec
 from sediment.actors.blocks import index as ix
+from sediment.actors.blocks import orphans as orph
 from sediment.actors.blocks import planner as pl
 from sediment.actors.blocks import service as svc
 from sediment.actors.blocks.errors import (
@@ -77,7 +81,15 @@ class SetCompactionRevision:
     revision: int
 
 
-Command = AddBlocks | ReadFlushCursor | PreparePlan | ApplyPlan | SetCompactionRevision
+@dataclass(frozen=True, slots=True)
+class FindOrphans:
+    """Block store entries by (shard directory, block id), judged at this entry."""
+
+    files: tuple[orph.Candidate, ...]
+
+
+Command = (AddBlocks | ReadFlushCursor | PreparePlan | ApplyPlan | SetCompactionRevision
+           | FindOrphans)
 
 # ---- queries -----------------------------------------------------------------
 
@@ -120,6 +132,23 @@ class TombstonesQuery:
 class FlushCursorQuery:
     """The flush cursor of this replica's applied state: a lower bound of the committed
     one, which is all the KV's compaction hold needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrphansQuery:
+    """`FindOrphans` on this replica's applied state: candidates only, never grounds to
+    delete (the state may lag behind the log)."""
+
+    files: tuple[orph.Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanVerdicts:
+    """One verdict per file asked about, in order; `entry`: the raft index judged at
+    (None for a local query)."""
+
+    entry: int | None
+    verdicts: tuple[orph.Verdict, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +215,8 @@ def _execute(
     if isinstance(cmd, SetCompactionRevision):
         new = svc.set_compaction_revision(state, cmd.revision)
         return new, new.compaction_revision
+    if isinstance(cmd, FindOrphans):
+        return state, find_orphans(state, config, cmd.files, entry.index)
     raise ErrUnknownCommand(f"unknown command {type(cmd).__name__}")
 
 
@@ -205,14 +236,29 @@ def apply(
         return state, ErrMalformedCommand(f"malformed {name}: {type(err).__name__}")
 
 
+def find_orphans(state: MetastoreState, config: MetastoreConfig, files: Any,
+                 entry: int | None) -> OrphanVerdicts:
+    """The garbage verdicts on `files` at `entry`; ErrMalformedCommand for anything but
+    a tuple of at most `max_orphan_candidates` (shard, block id) pairs."""
+    limit = config.max_orphan_candidates
+    if not isinstance(files, tuple) or len(files) > limit or not all(
+            isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], int)
+            and not isinstance(f[0], bool) and f[0] >= 0 and isinstance(f[1], str)
+            for f in files):
+        raise ErrMalformedCommand(f"files: a tuple of <= {limit} (shard, block id) pairs")
+    found = orph.verdicts(state.index, state.scheduler.jobs, entry, files)
+    return OrphanVerdicts(entry, found)
+
+
 def flush_cursor(state: MetastoreState) -> FlushCursor:
     return FlushCursor(state.flushed_through, tuple(sorted(state.index.flushed.items())))
 
 
-def query(state: MetastoreState, request: Any) -> Any:
+def query(state: MetastoreState, request: Any,
+          config: MetastoreConfig | None = None) -> Any:
     """A local read of the state; errors are returned, not raised."""
     try:
-        return _query(state, request)
+        return _query(state, request, config if config is not None else MetastoreConfig())
     except MetastoreError as err:
         return err
     except MemoryError:
@@ -221,7 +267,9 @@ def query(state: MetastoreState, request: Any) -> Any:
         return ErrMalformedCommand(f"malformed {type(request).__name__}: {type(err).__name__}")
 
 
-def _query(state: MetastoreState, request: Any) -> Any:
+def _query(state: MetastoreState, request: Any, config: MetastoreConfig) -> Any:
+    if isinstance(request, OrphansQuery):
+        return find_orphans(state, config, request.files, None)
     if isinstance(request, BlocksQuery):
         blocks = ix.live_blocks(state.index, request.shard, request.min_revision,
                                 request.max_revision, request.key)
@@ -294,7 +342,7 @@ class MetastoreMachine:
         self.state, self.applied = state, applied
 
     def query(self, request: Any) -> Any:
-        return query(self.state, request)
+        return query(self.state, request, self.config)
 
     def status(self) -> dict[str, Any]:
         return {**status(self.state), "applied": self.applied}
@@ -320,12 +368,15 @@ __all__ = [
     "Command",
     "FlushCursor",
     "FlushCursorQuery",
+    "FindOrphans",
     "JobInfo",
     "JobsQuery",
     "JobsResult",
     "MetastoreConfig",
     "MetastoreMachine",
     "MetastoreState",
+    "OrphanVerdicts",
+    "OrphansQuery",
     "PreparePlan",
     "QueuesQuery",
     "QueuesResult",
@@ -334,6 +385,7 @@ __all__ = [
     "TombstonesQuery",
     "TombstonesResult",
     "apply",
+    "find_orphans",
     "flush_cursor",
     "initial",
     "metastore",

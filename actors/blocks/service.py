@@ -53,7 +53,7 @@ from sediment.actors.blocks.jobs import (
     Tombstone,
     response_for,
 )
-from sediment.actors.blocks.meta import BlockMeta, check_meta
+from sediment.actors.blocks.meta import BlockMeta, Level0Name, check_meta, parse_block_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,7 @@ class MetastoreConfig:
     scheduler: sc.SchedulerConfig = field(default_factory=sc.SchedulerConfig)
     max_blocks_per_add: int = 1024
     max_status_updates: int = 1024
+    max_orphan_candidates: int = 1024  # files one FindOrphans may ask about
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ def add_blocks(state: MetastoreState, config: MetastoreConfig, blocks: Any, inde
             raise ErrInvalidBlock(problem)
         if block.level != 0 or block.row_count == 0:
             raise ErrInvalidBlock(f"block {block.id}: only non-empty level-0 blocks are added")
+        _check_level0_name(block)
     if len({b.id for b in blocks}) != len(blocks):
         raise ErrInvalidBlock("duplicate block ids in one command")
     fresh: list[BlockMeta] = []
@@ -146,6 +148,19 @@ def add_blocks(state: MetastoreState, config: MetastoreConfig, blocks: Any, inde
     added = {b.id for b in fresh}
     return new, AddBlocksResult(tuple(b.id for b in blocks if b.id in added),
                                 tuple(b.id for b in blocks if b.id in already), cursor)
+
+
+def _check_level0_name(block: BlockMeta) -> None:
+    """A level-0 block may not take a name reserved for job outputs, nor a level-0 name
+    other than its own: garbage collection reads a file's fate from its name
+    (`orphans.py`), so the name must say what `add_blocks` checks."""
+    name = parse_block_id(block.id)
+    if name is None:
+        return
+    own = Level0Name(block.shard, block.min_revision, block.max_revision)
+    if name != own:
+        raise ErrInvalidBlock(f"block id {block.id} is not the name of shard {block.shard} "
+                              f"revisions {block.min_revision}..{block.max_revision}")
 
 
 def set_compaction_revision(state: MetastoreState, revision: Any) -> MetastoreState:

@@ -22,6 +22,13 @@ deletes the files of those whose cleanup delay has passed, measured on the raft 
 (the entry time of its latest plan, never its own clock). Jobs also carry due
 tombstones to their workers (the planner's part, as in Pyroscope); deleting twice is
 harmless, and the sweep reclaims files when no job comes along to carry them.
+
+The same sweep collects garbage no index entry references (`orphans.py`): outputs of
+fenced or failed attempts, level-0 files of a flusher that died before its AddBlocks
+committed, temporary files and Spark scratch directories of interrupted writes. It
+takes the next `orphan_batch` entries of the block store in turn, keeps those the local
+state calls garbage, and deletes those a `FindOrphans` committed through the log still
+calls garbage: a lagging replica's view never deletes anything.
 """
 
 from __future__ import annotations
@@ -31,12 +38,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
-from sediment.actors.blocks import merge
+from sediment.actors.blocks import gc, merge
+from sediment.actors.blocks import orphans as orph
 from sediment.actors.blocks import planner as pl
 from sediment.actors.blocks.errors import ErrMalformedCommand
 from sediment.actors.blocks.jobs import PlanUpdate, PollRequest, PollResponse
 from sediment.actors.blocks.metastore import (
     ApplyPlan,
+    FindOrphans,
+    OrphansQuery,
+    OrphanVerdicts,
     PreparePlan,
     TombstonesQuery,
     TombstonesResult,
@@ -72,6 +83,9 @@ class _Service:
     served: int = 0
     refused: int = 0
     deleted: int = 0
+    gc_after: tuple[int, str] | None = None  # where the next orphan pass goes on
+    orphans_deleted: dict[str, int] = field(default_factory=dict)  # by kind of entry
+    recent_orphans: deque[str] = field(default_factory=deque)  # names of the last deleted
 
 
 async def compaction_service(ctx: Process, config: BlocksConfig, term: int) -> None:
@@ -124,7 +138,9 @@ async def _take(svc: _Service, msg: Any) -> None:
     elif kind == "status":
         ctx.reply(msg.from_, {"node": ctx.self().node, "term": svc.term, "served": svc.served,
                               "refused": svc.refused, "waiting": len(svc.waiting),
-                              "raft_time": svc.raft_time, "deleted_files": svc.deleted})
+                              "raft_time": svc.raft_time, "deleted_files": svc.deleted,
+                              "orphans_deleted": dict(svc.orphans_deleted),
+                              "recent_orphans": list(svc.recent_orphans)})
     else:
         ctx.reply(msg.from_, ("error", ("unknown_request", repr(request)[:200])))
 
@@ -172,6 +188,11 @@ async def _propose(svc: _Service, command: Any) -> tuple[Any, ...]:
 
 
 async def _sweep(svc: _Service) -> None:
+    await _sweep_tombstones(svc)
+    await _sweep_orphans(svc)
+
+
+async def _sweep_tombstones(svc: _Service) -> None:
     """Delete the files of committed tombstones whose cleanup delay passed (raft time)."""
     if svc.raft_time is None:
         return  # no raft clock reading in this term yet
@@ -195,6 +216,54 @@ async def _sweep(svc: _Service) -> None:
     svc.swept.update(t.name for t in due)
     svc.deleted += removed
     _logger.info("tombstoned blocks deleted", tombstones=len(due), files=removed)
+
+
+async def _sweep_orphans(svc: _Service) -> None:
+    """One bounded pass of garbage collection (see the module docstring)."""
+    try:
+        listed = await run_blocking(gc.list_store, svc.config.root)
+    except OSError as err:
+        _logger.error("listing the block store failed", error=str(err)[:200])
+        return
+    batch, svc.gc_after = orph.next_batch(listed, svc.gc_after, svc.config.orphan_batch)
+    suspects = await _garbage(svc, batch, committed=False)
+    doomed = await _garbage(svc, suspects, committed=True)
+    if not doomed:
+        return
+    try:
+        removed = await run_blocking(gc.remove, svc.config.root, doomed)
+    except OSError as err:
+        _logger.error("orphan cleanup failed", error=str(err)[:200])
+        return
+    for f in removed:
+        svc.orphans_deleted[f.kind] = svc.orphans_deleted.get(f.kind, 0) + 1
+        svc.recent_orphans.append(f"shard-{f.shard}/{f.name}")
+        while len(svc.recent_orphans) > svc.config.recent:
+            svc.recent_orphans.popleft()
+    _logger.info("orphan files deleted", files=len(removed),
+                 ids=sorted({f.block_id for f in removed})[:20])
+
+
+async def _garbage(svc: _Service, files: list[orph.StoreFile],
+                   committed: bool) -> list[orph.StoreFile]:
+    """The `files` the metastore calls garbage: through the log (`committed`), else by
+    the local member's applied state. Nothing when it does not answer."""
+    if not files:
+        return []
+    candidates = tuple(f.candidate for f in files)
+    if committed:
+        reply = await _propose(svc, FindOrphans(candidates))
+        answer = reply[2] if reply[0] == "ok" else None
+    else:
+        try:
+            answer = await svc.ctx.call(svc.raft, ("query", OrphansQuery(candidates)),
+                                        timeout=svc.config.propose_timeout)
+        except CallError:
+            return []
+    if not isinstance(answer, OrphanVerdicts) or len(answer.verdicts) != len(files):
+        return []
+    return [f for f, v in zip(files, answer.verdicts, strict=True)
+            if orph.deletable(f.kind, v)]
 
 
 __all__ = ["AFTER_PREPARE", "compaction_service"]

@@ -35,8 +35,9 @@ class BlocksConfig:
     locate_backoff: tuple[float, float] = (0.05, 2.0)  # first and largest pause between rounds
     metadata_timeout: float = 10.0  # a worker's query for its job's source blocks
     max_pending_polls: int = 64  # polls the service keeps waiting; more are told "busy"
-    cleanup_interval: float = 30.0  # the leader's sweep of tombstoned files
-    recent: int = 64  # outcomes a worker keeps for its status
+    cleanup_interval: float = 30.0  # the leader's sweep of tombstoned and orphan files
+    orphan_batch: int = 256  # block store entries one sweep examines for garbage
+    recent: int = 64  # outcomes a worker (and deletions the service) keeps for its status
 
     def __post_init__(self) -> None:
         problem = _problem(self)
@@ -79,9 +80,13 @@ def _problem(config: BlocksConfig) -> str | None:
                  "metadata_timeout", "cleanup_interval"):
         if not _positive(getattr(config, name)):
             return f"{name} must be a positive number of seconds, got {getattr(config, name)!r}"
-    for name in ("workers_per_node", "locate_attempts", "max_pending_polls", "recent"):
+    for name in ("workers_per_node", "locate_attempts", "max_pending_polls", "recent",
+                 "orphan_batch"):
         if not _count(getattr(config, name)):
             return f"{name} must be a positive int, got {getattr(config, name)!r}"
+    if config.orphan_batch > config.metastore.max_orphan_candidates:
+        return (f"orphan_batch {config.orphan_batch} is above the metastore's "
+                f"max_orphan_candidates {config.metastore.max_orphan_candidates}")
     backoff = config.locate_backoff
     if not (isinstance(backoff, tuple) and len(backoff) == 2 and all(map(_positive, backoff))
             and backoff[0] <= backoff[1]):

@@ -17,7 +17,9 @@ Time is the runtime's clock, read here and handed to the core. A tick every
 `tick_interval` drives the flush thresholds. Calls: ("status",) -> the core's view.
 Failpoint `blocks.flusher.before_propose`: the blocks are written, the AddBlocks not
 yet proposed (a crash there leaves files no index entry names; the next flusher
-rewrites the same ids or others, and only what commits counts).
+rewrites the same ids, keeping the files on disk and proposing their metadata, or
+others, and only what commits counts: the leader's cleanup deletes the files left
+behind once the flush watermark passes them, `orphans.py`).
 """
 
 from __future__ import annotations
@@ -167,7 +169,9 @@ async def _read(fl: _Flusher, effect: fc.ReadHistory) -> fc.Event:
 
 def _write(root: str, batches: tuple[tuple[int, tuple[fc.Row, ...]], ...],
            created_at: float) -> tuple[BlockMeta, ...]:
-    """One level-0 block per shard; a retried write of the same rows keeps the file."""
+    """One level-0 block per shard. A retried write of the same rows keeps the file on
+    disk and gives its metadata (first created_at, its checksum): that is what the
+    AddBlocks then proposes, so the index describes the file that is there."""
     return tuple(blk.write_level0(root, shard, [blk.Row(*row) for row in rows], created_at)
                  for shard, rows in batches)
 
