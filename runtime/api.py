@@ -97,6 +97,20 @@ class Runtime(abc.ABC):
         """Remove every delay and drop fault (partitions stay until `heal`)."""
 
     @abc.abstractmethod
+    def set_clock_skew(self, node: str, seconds: float) -> None:
+        """Shift `node`'s clock (what its processes' `now()` reads) by `seconds` from now
+        on, as a machine whose clock differs; 0 puts it back."""
+
+    @abc.abstractmethod
+    def suspend(self, pid: Pid) -> None:
+        """Stop a process as SIGSTOP would: it runs no code past its next wait, its timers
+        hold; messages queue, calls to it time out, a kill still kills."""
+
+    @abc.abstractmethod
+    def resume(self, pid: Pid) -> None:
+        """Let a suspended process go on (SIGCONT)."""
+
+    @abc.abstractmethod
     def whereis(self, name: str) -> Pid | None: ...
 
     @abc.abstractmethod

@@ -42,6 +42,9 @@ class Kernel(Protocol):
 
     def now(self) -> float: ...
 
+    def clock_offset(self, node: str) -> float:
+        """Seconds a clock-skew fault adds to `node`'s clock (0 without one)."""
+
     def deliver(self, src: Process, dest: Pid, signal: Signal) -> None:
         """Send a signal; per (src, dest) pair signals arrive in order or not at all."""
 

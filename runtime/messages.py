@@ -101,6 +101,13 @@ class FailpointSignal:
     action: Any
 
 
+@dataclass(frozen=True, slots=True)
+class SuspendSignal:
+    """Stop (True) or continue (False) the receiver, as SIGSTOP/SIGCONT would."""
+
+    suspend: bool
+
+
 Signal = (
     MessageSignal
     | ExitSignal
@@ -109,4 +116,5 @@ Signal = (
     | DownSignal
     | ReplySignal
     | FailpointSignal
+    | SuspendSignal
 )

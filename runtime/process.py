@@ -44,6 +44,7 @@ from .messages import (
     MessageSignal,
     ReplySignal,
     Signal,
+    SuspendSignal,
     UnlinkSignal,
 )
 from .pid import Pid, Ref
@@ -52,6 +53,9 @@ from .validation import check_name, check_timeout, make_spawn_opts
 
 _TIMED_OUT = object()
 _logger = log.get_logger("sediment.runtime")
+
+
+MIN_TIMER_DELAY = 1e-6  # seconds: above the clock's resolution at any realistic reading
 
 
 class Process:
@@ -76,6 +80,8 @@ class Process:
         self._pending_calls: dict[Ref, asyncio.Future[Any]] = {}
         self._failpoints: dict[str, Failpoint] = dict(opts.failpoints)
         self._paused: dict[str, asyncio.Future[Any]] = {}
+        self._suspended: asyncio.Future[Any] | None = None  # set while stopped (SIGSTOP)
+        self._deferred_timers: list[tuple[Pid, Any]] = []  # timers that fired while stopped
         self.alive = True
         self.exit_reason: Any = None
         self.result: Any = None
@@ -128,6 +134,8 @@ class Process:
         for fut in self._paused.values():
             if not fut.done():
                 fut.cancel()
+        if self._suspended is not None and not self._suspended.done():
+            self._suspended.cancel()
         if self._waiter is not None and not self._waiter.done():
             self._waiter.cancel()
         self.kernel.exited(self, reason)
@@ -169,6 +177,8 @@ class Process:
                 self.kernel.unwatch(self, sig.sender, None)
         elif isinstance(sig, FailpointSignal):
             self._on_failpoint_signal(sig)
+        elif isinstance(sig, SuspendSignal):
+            self._on_suspend_signal(sig.suspend)
 
     def _on_exit_signal(self, sig: ExitSignal) -> None:
         action = signals.on_exit_signal(
@@ -207,8 +217,9 @@ class Process:
         return Ref(self.pid.id, next(self._refs))
 
     def now(self) -> float:
-        """The runtime's monotonic clock in seconds (virtual on sim)."""
-        return self.kernel.now()
+        """The runtime's monotonic clock in seconds (virtual on sim), as this process's
+        node reads it: a clock-skew fault shifts one node's clock."""
+        return self.kernel.now() + self.kernel.clock_offset(self.pid.node)
 
     # --- messages -------------------------------------------------------------------
 
@@ -236,6 +247,8 @@ class Process:
         `match`: None (any), a type or tuple of types, or a predicate. `timeout` in
         seconds; None waits forever, 0 polls. Raises ReceiveTimeout.
         """
+        if self._suspended is not None:
+            await self._stay_stopped()
         if match is None and timeout is None and self._mailbox and self.alive:
             return self._mailbox.take_first()  # the common case, kept cheap
         check_timeout(timeout)
@@ -259,6 +272,8 @@ class Process:
                 if handle is not None:
                     handle.cancel()
             self._check_alive()
+            if self._suspended is not None:
+                await self._stay_stopped()
             found, msg = self._mailbox.take(matcher, resume=True)
             if found:
                 return msg
@@ -273,6 +288,8 @@ class Process:
         target = await self._resolve(dest)
         started = self.kernel.now()
         reply = await self.kernel.call(self, target, request, timeout)
+        if self._suspended is not None:
+            await self._stay_stopped()
         metrics.CALL_SECONDS.observe(self.kernel.now() - started, {"node": self.pid.node})
         return reply
 
@@ -323,9 +340,21 @@ class Process:
         self._timers[ref] = loop.call_later(delay, self._fire_timer, ref, dest, msg)
         return ref
 
+    def send_at(self, deadline: float, dest: Pid, msg: Any) -> Ref:
+        """Deliver `msg` once this process's clock (`now()`) reads `deadline` or later.
+
+        Why not `send_after(deadline - now())`: a deadline a few ulps ahead would give a
+        delay the clock cannot resolve, so the timer would fire with the deadline still
+        ahead, and a process that waits for it would re-arm it forever at one instant."""
+        delay = deadline - self.now()
+        return self.send_after(max(delay, MIN_TIMER_DELAY) if delay > 0 else 0.0, dest, msg)
+
     def _fire_timer(self, ref: Ref, dest: Pid, msg: Any) -> None:
         if self._timers.pop(ref, None) is not None:
-            self.send(dest, msg)
+            if self._suspended is not None:
+                self._deferred_timers.append((dest, msg))
+            else:
+                self.send(dest, msg)
 
     def cancel_timer(self, ref: Ref) -> float | bool:
         """Cancel a timer: the time it had left, or False if it already fired or never was."""
@@ -340,6 +369,8 @@ class Process:
         check_timeout(seconds)
         self._check_alive()
         await asyncio.sleep(seconds)
+        if self._suspended is not None:
+            await self._stay_stopped()
 
     # --- links, monitors, exits ---------------------------------------------------------
 
@@ -477,6 +508,27 @@ class Process:
                 await asyncio.wait({fut}, timeout=fp.seconds)
         finally:
             self._paused.pop(name, None)
+
+    # --- suspension (a paused process, as SIGSTOP makes one) -------------------------
+
+    def _on_suspend_signal(self, suspend: bool) -> None:
+        """Stopped: the process runs no code past its next wait (receive, sleep, call)
+        and its timers hold their messages; signals still arrive (a kill still kills).
+        Continued: it goes on where it stopped, timers that came due fire now."""
+        if suspend and self._suspended is None:
+            self._suspended = asyncio.get_running_loop().create_future()
+        elif not suspend and self._suspended is not None:
+            stopped, self._suspended = self._suspended, None
+            if not stopped.done():
+                stopped.set_result(None)
+            deferred, self._deferred_timers = self._deferred_timers, []
+            for dest, msg in deferred:
+                self.send(dest, msg)
+
+    async def _stay_stopped(self) -> None:
+        while self._suspended is not None:
+            await asyncio.shield(self._suspended)
+        self._check_alive()
 
     def _on_failpoint_signal(self, sig: FailpointSignal) -> None:
         if sig.action is None:

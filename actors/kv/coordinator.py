@@ -103,8 +103,7 @@ async def _execute(ctx: Process, effect: cc.Effect, config: cc.CoordinatorConfig
     elif isinstance(effect, cc.SendRollback):
         await _to_node(ctx, effect.node, Rollback(effect.cycle, effect.revision))
     elif isinstance(effect, cc.SetTimer):
-        ctx.send_after(max(0.0, effect.deadline - ctx.now()), ctx.self(),
-                       _Timer(effect.cycle, effect.phase))
+        ctx.send_at(effect.deadline, ctx.self(), _Timer(effect.cycle, effect.phase))
     elif isinstance(effect, cc.ProposeCompact):
         return await _propose(ctx, effect, config.propose_timeout)
     elif isinstance(effect, cc.QueryHold):

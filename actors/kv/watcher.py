@@ -234,7 +234,7 @@ def _schedule_tick(w: _Watcher) -> None:
     if due is None or (w.tick_at is not None and w.tick_at <= due):
         return
     w.tick_at = due
-    w.ctx.send_after(max(0.0, due - w.ctx.now()), w.ctx.self(), _Tick(due))
+    w.ctx.send_at(due, w.ctx.self(), _Tick(due))
 
 
 __all__ = ["watcher"]

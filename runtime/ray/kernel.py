@@ -57,6 +57,9 @@ class RayKernel:
     def now(self) -> float:
         return time.monotonic()
 
+    def clock_offset(self, node: str) -> float:
+        return self.transport.clock_offset(node)
+
     def deliver(self, src: Process, dest: Pid, signal: Signal) -> None:
         self.transport.submit(dest, signal)
 

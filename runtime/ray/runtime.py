@@ -22,7 +22,7 @@ from ..api import ProcessFailed, Runtime, outcome
 from ..errors import BadArgument, CallTimeout, NoProc
 from ..failpoints import Failpoint
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
-from ..messages import ExitSignal, FailpointSignal, MessageSignal
+from ..messages import ExitSignal, FailpointSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
 from ..reasons import KILL
 from ..sim.network import Network
@@ -195,6 +195,16 @@ class RayRuntime(Runtime):
 
     def release_failpoint(self, pid: Pid, name: str) -> None:
         self.transport.submit(pid, FailpointSignal(name, None))
+
+    def suspend(self, pid: Pid) -> None:
+        self.transport.submit(pid, SuspendSignal(True))
+
+    def resume(self, pid: Pid) -> None:
+        self.transport.submit(pid, SuspendSignal(False))
+
+    def set_clock_skew(self, node: str, seconds: float) -> None:
+        self.net.set_skew(self._node(node), seconds)
+        self._push_net()
 
     def sleep(self, seconds: float) -> None:
         if seconds < 0:

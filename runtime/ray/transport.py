@@ -26,6 +26,7 @@ from ..messages import (
     LinkSignal,
     MessageSignal,
     Signal,
+    SuspendSignal,
     UnlinkSignal,
 )
 from ..pid import Pid
@@ -34,7 +35,7 @@ from ..serialization import check_serializable
 from ..sim.network import NetRules, Network
 
 NAMESPACE = "sediment"
-SIGNAL_TYPES = (ExitSignal, LinkSignal, UnlinkSignal, FailpointSignal)
+SIGNAL_TYPES = (ExitSignal, LinkSignal, UnlinkSignal, FailpointSignal, SuspendSignal)
 ACTOR_MAX_CONCURRENCY = 10_000
 
 
@@ -104,6 +105,10 @@ class Transport:
         self._seq: dict[str, int] = {}
         self._handles: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def clock_offset(self, node: str) -> float:
+        """A clock-skew fault's offset for `node` (only process transports hold rules)."""
+        return 0.0
 
     def _count(self, messages: int) -> None:
         tags = {"node": self.node}
@@ -206,12 +211,15 @@ class BatchingTransport(Transport):
 
     def set_net(self, rules: NetRules | None) -> None:
         """Apply the runtime's current network faults (None or empty: none)."""
-        if rules is None or (not rules.partitions and not rules.faults):
+        if rules is None or rules.empty():
             self._net = None
             return
         net = self._net or Network(random.Random(), cross_node_delay=(0.0, 0.0))
         net.load(rules)
         self._net = net
+
+    def clock_offset(self, node: str) -> float:
+        return self._net.skew.get(node, 0.0) if self._net is not None else 0.0
 
     def _route(self, dest: Pid) -> float | None:
         """Delay before a message to `dest` leaves (0: now), None if the fault drops it."""

@@ -83,6 +83,9 @@ class SimKernel:
     def now(self) -> float:
         return self.loop.time()
 
+    def clock_offset(self, node: str) -> float:
+        return self.net.skew.get(node, 0.0) if self.net.skew else 0.0
+
     def deliver(self, src: Process | None, dest: Pid, signal: Signal) -> None:
         if self.check_pickle and isinstance(signal, MessageSignal):
             check_serializable(signal.payload)

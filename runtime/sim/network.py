@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from ..errors import BadArgument
 
+MAX_SKEW = 1e9  # seconds either way (about 30 years): only absurd values are refused
+
 
 @dataclass
 class LinkFaults:
@@ -29,6 +31,10 @@ class NetRules:
 
     partitions: frozenset[frozenset[str]] = frozenset()
     faults: tuple[tuple[tuple[str, str], tuple[float, float, float]], ...] = ()
+    skew: tuple[tuple[str, float], ...] = ()  # node -> seconds added to its clock
+
+    def empty(self) -> bool:
+        return not self.partitions and not self.faults and not self.skew
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Network:
     faults: dict[tuple[str, str], LinkFaults] = field(default_factory=dict)
     partitions: set[frozenset[str]] = field(default_factory=set)
     down: set[str] = field(default_factory=set)
+    skew: dict[str, float] = field(default_factory=dict)  # node -> clock offset (seconds)
 
     def set_faults(self, src: str, dst: str, *, delay: tuple[float, float] | None = None,
                    drop: float = 0.0) -> None:
@@ -61,16 +68,27 @@ class Network:
     def heal(self) -> None:
         self.partitions.clear()
 
+    def set_skew(self, node: str, seconds: float) -> None:
+        """Shift `node`'s clock by `seconds` from now on (0 puts it back)."""
+        if seconds != seconds or abs(seconds) > MAX_SKEW:
+            raise BadArgument(f"clock skew must be within +-{MAX_SKEW:g} s, got {seconds}")
+        if seconds:
+            self.skew[node] = float(seconds)
+        else:
+            self.skew.pop(node, None)
+
     def rules(self) -> NetRules:
         """The faults as plain data, to hand to another process (the Ray backend)."""
         return NetRules(frozenset(self.partitions),
                         tuple((k, (f.delay_min, f.delay_max, f.drop))
-                              for k, f in sorted(self.faults.items())))
+                              for k, f in sorted(self.faults.items())),
+                        tuple(sorted(self.skew.items())))
 
     def load(self, rules: NetRules) -> None:
         """Replace the faults by `rules` (partitions and per-link faults)."""
         self.partitions = set(rules.partitions)
         self.faults = {k: LinkFaults(*v) for k, v in rules.faults}
+        self.skew = dict(rules.skew)
 
     def connected(self, a: str, b: str) -> bool:
         if self.down and (a in self.down or b in self.down):

@@ -8,7 +8,7 @@ from ..api import Runtime, outcome
 from ..errors import BadArgument, CallTimeout
 from ..failpoints import Failpoint
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
-from ..messages import ExitSignal, FailpointSignal, MessageSignal
+from ..messages import ExitSignal, FailpointSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
 from ..process import Process
 from ..reasons import KILL, SHUTDOWN
@@ -123,6 +123,15 @@ class SimRuntime(Runtime):
 
     def release_failpoint(self, pid: Pid, name: str) -> None:
         self.kernel._route(DRIVER, pid, FailpointSignal(name, None))
+
+    def suspend(self, pid: Pid) -> None:
+        self.kernel._route(DRIVER, pid, SuspendSignal(True))
+
+    def resume(self, pid: Pid) -> None:
+        self.kernel._route(DRIVER, pid, SuspendSignal(False))
+
+    def set_clock_skew(self, node: str, seconds: float) -> None:
+        self.kernel.net.set_skew(self._node(node), seconds)
 
     def sleep(self, seconds: float) -> None:
         if seconds < 0:

@@ -490,4 +490,4 @@ def _schedule_tick(shell: _Shell, state: RaftState) -> None:
         return
     shell.tick_due = due
     ctx = shell.ctx
-    ctx.send_after(max(0.0, due - ctx.now()), ctx.self(), _Tick(due))
+    ctx.send_at(due, ctx.self(), _Tick(due))
