@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
+from coordinator_helpers import NODES, Fx, feed, of
 
 from sediment.actors.kv import admission as adm
 from sediment.actors.kv import coordinator_core as co
@@ -255,22 +256,10 @@ def test_leader_initial_cancels_watches_below_it() -> None:
 
 # ---- coordinator ------------------------------------------------------------------------
 
-NODES = ("a", "b", "c")
 CFG = CoordinatorConfig(interval=10.0, min_timeout=1.0, notice_timeout=1.0,
                         propose_timeout=2.0)
-Fx = list[co.Effect]
 
 
-def feed(s: CoordinatorState, *events: co.Event) -> tuple[CoordinatorState, Fx]:
-    out: Fx = []
-    for ev in events:
-        s, fx = co.step(s, ev)
-        out += fx
-    return s, out
-
-
-def of(fx: Fx, kind: type) -> list[Any]:
-    return [e for e in fx if isinstance(e, kind)]
 
 
 def leader(last: int = 0, term: int = 1) -> CoordinatorState:

@@ -12,9 +12,9 @@ read, and strictly increasing.
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
+from coordinator_helpers import NODES, Fx, feed, of
 
 from sediment.actors.kv import coordinator_core as co
 from sediment.actors.kv.admission import CycleId
@@ -37,22 +37,10 @@ from sediment.actors.kv.coordinator_core import (
     Timeout,
 )
 
-NODES = ("a", "b", "c")
 HELD = CoordinatorConfig(interval=10.0, min_timeout=1.0, notice_timeout=1.0,
                          propose_timeout=2.0, hold=True)
-Fx = list[co.Effect]
 
 
-def feed(s: CoordinatorState, *events: co.Event) -> tuple[CoordinatorState, Fx]:
-    out: Fx = []
-    for ev in events:
-        s, fx = co.step(s, ev)
-        out += fx
-    return s, out
-
-
-def of(fx: Fx, kind: type) -> list[Any]:
-    return [e for e in fx if isinstance(e, kind)]
 
 
 def running(config: CoordinatorConfig = HELD, last: int = 0) -> tuple[CoordinatorState,
