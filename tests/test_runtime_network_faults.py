@@ -88,3 +88,27 @@ def test_delayed_messages_keep_their_order(rt: Any) -> None:
     rt.set_faults("n1", "n2", delay=(0.0, 0.05))
     assert rt.run(_ordered, "n2", 40, node="n1") == list(range(40))
     rt.clear_faults()
+
+
+async def _watch_and_wait(ctx: Process, node: str) -> Any:
+    """Monitor and link a process on `node`, end it, and report what arrived."""
+    ctx.trap_exit(True)
+    victim = await ctx.spawn(_echo, node=node)
+    ref = ctx.monitor(victim)
+    ctx.link(victim)
+    ctx.exit(victim, "stop")
+    got = []
+    for _ in range(2):
+        try:
+            got.append(type(await ctx.receive(timeout=10)).__name__)
+        except ReceiveTimeout:
+            got.append("nothing")
+    return sorted(got), ref is not None
+
+
+def test_message_loss_spares_exit_and_down_signals(rt: Any) -> None:
+    """A lossy link loses messages, never the signals that a peer ended (as on Ray,
+    where they do not travel the transport): a monitor must not wait forever on a
+    process that died behind a lossy link."""
+    rt.set_faults("n2", "n1", drop=1.0)
+    assert rt.run(_watch_and_wait, "n2", node="n1") == (["Down", "Exit"], True)

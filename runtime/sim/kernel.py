@@ -245,6 +245,9 @@ class SimKernel:
             delay: float | None = 0.0
         else:
             delay = self.net.route(src.node, dest.node)
+            if (delay is None and not isinstance(sig, MessageSignal)
+                    and self.net.connected(src.node, dest.node)):
+                delay = 0.0  # loss hits messages only: exits, downs, replies are reliable
         loop = self.loop
         now = loop._now
         if self.trace_enabled:
