@@ -5,6 +5,7 @@ They live in a module of their own so Ray workers can import them by name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -91,3 +92,15 @@ async def with_failpoint(ctx: Process, report_to: Any) -> str:
 async def sleeper_with_mailbox(ctx: Process) -> None:
     """Never reads its mailbox: a target for overflow."""
     await ctx.sleep(3600)
+
+
+# Tests whose Ray half adds minutes to CI for code another Ray test already exercises
+# run on sim only there; SEDIMENT_RAY_ALL=1 runs them on Ray as well.
+RAY_ALL = os.environ.get("SEDIMENT_RAY_ALL") == "1"
+
+
+def sim_unless_ray_all() -> Any:
+    """`@sim_unless_ray_all()` on a test taking `rt`: sim, and ray with SEDIMENT_RAY_ALL=1."""
+    import pytest
+
+    return pytest.mark.parametrize("rt", ["sim", "ray"] if RAY_ALL else ["sim"], indirect=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import eventually
+from runtime_helpers import eventually, sim_unless_ray_all
 
 from sediment.actors.blocks import block as blk
 from sediment.actors.blocks.meta import (
@@ -129,6 +129,11 @@ def live_rows(cluster: Cluster) -> list[Row]:
     return out
 
 
+# The first test is this file's Ray half in CI (the whole tier, failover and history
+# reads on real processes); the others run on Ray with SEDIMENT_RAY_ALL=1.
+SIM_ONLY = sim_unless_ray_all()
+
+
 def test_flush_hold_failover_and_history_reads(rt: Any, tmp_path: Path) -> None:
     cluster = start(rt, tmp_path)
     assert cluster.blocks is not None
@@ -217,6 +222,7 @@ def test_flush_hold_failover_and_history_reads(rt: Any, tmp_path: Path) -> None:
         kv.compact(head + 50)
 
 
+@SIM_ONLY
 def test_a_stalled_flusher_holds_the_kv_compaction(rt: Any, tmp_path: Path) -> None:
     """The flusher pauses with its blocks written and not proposed: the cursor stands
     still, and the KV's compaction cycles stay at or below it while writes go on; once
@@ -250,6 +256,7 @@ def test_a_stalled_flusher_holds_the_kv_compaction(rt: Any, tmp_path: Path) -> N
     assert eventually(rt, lambda: blocks.flush_cursor().through >= head, timeout=60)
 
 
+@SIM_ONLY
 def test_without_a_block_tier_old_reads_stay_compacted(rt: Any, tmp_path: Path) -> None:
     cluster = Cluster.start(runtime=rt, data_dir=str(tmp_path / "kv"))
     assert cluster.blocks is None
@@ -309,6 +316,7 @@ STILL = replace(TIER, flush=FlushPolicy(max_rows=0, max_bytes=0, max_age=1.0),
                 planner=PlannerConfig(levels=(LevelConfig(100, 1000.0),)))
 
 
+@SIM_ONLY
 def test_a_retried_flush_keeps_the_files_on_disk(rt: Any, tmp_path: Path) -> None:
     """The flusher dies between writing its blocks and proposing them; its successor
     flushes the same rows under the same ids a little later: the files on disk stay as
@@ -350,6 +358,7 @@ GC_TIER = replace(
 )
 
 
+@SIM_ONLY
 def test_garbage_of_fenced_workers_and_crashed_flushers_is_collected(
         rt: Any, tmp_path: Path) -> None:
     cluster = start(rt, tmp_path, tier=GC_TIER)
