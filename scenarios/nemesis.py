@@ -37,6 +37,7 @@ from sediment import log
 from sediment.actors.kv.names import coordinator_name
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
+from sediment.scenarios import tier
 from sediment.scenarios.schema import (
     ArmFailpoint,
     ClockSkew,
@@ -54,6 +55,7 @@ from sediment.scenarios.schema import (
     ResumeProcess,
     Scenario,
 )
+from sediment.scenarios.schema_blocks import TIER_ROLES
 from sediment.supervision import requests
 
 _logger = log.get_logger("sediment.scenarios.nemesis")
@@ -62,13 +64,7 @@ CHILD_OF_ROLE = {
     "leader": "raft:kv", "follower": "raft:kv", "kv_node": "kv-node", "wal": "wal",
     "segment_writer": "segwriter", "log_worker": "worker:kv",
 }
-UNSUPPORTED: dict[type, str] = {
-    PauseProcess: "pause_process: the runtime cannot suspend a process on either backend "
-                  "(use a failpoint with action pause)",
-    ResumeProcess: "resume_process: the runtime cannot suspend a process on either backend",
-    ClockSkew: "clock_skew: the runtime has one monotonic clock per machine and no per-node "
-               "offset on either backend",
-}
+UNSUPPORTED: dict[type, str] = {}
 
 
 class UnsupportedScenario(ValueError):
@@ -120,6 +116,8 @@ class _Done:
     partition: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     links: list[tuple[str, str]] = field(default_factory=list)
     failpoint: tuple[Pid, str] | None = None
+    paused: Pid | None = None
+    skewed: str | None = None  # the node whose clock this fault shifted
 
 
 class Injector:
@@ -135,6 +133,7 @@ class Injector:
         self.partitions: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self.links: dict[int, list[tuple[str, str, tuple[float, float] | None, float]]] = {}
         self.armed: list[tuple[int, Pid, str, str]] = []  # crash failpoints: fault, pid, ...
+        self.paused: dict[Pid, ProcessTarget] = {}  # suspended processes, in pause order
 
     # -- resolving targets --
 
@@ -160,6 +159,8 @@ class Injector:
                 child = next((c for c, p in self._children(node).items() if p == pid), None)
             return pid, node, child
         role = t.role or "kv_node"
+        if role in TIER_ROLES:  # the block tier's processes (scenarios/tier.py)
+            return tier.resolve(self.cluster, self.rng, role, t.node, self._children)
         if role in ("leader", "coordinator"):
             node = t.node or self.node_ref("leader")
         elif role == "follower":
@@ -240,7 +241,44 @@ class Injector:
             if a.action == "crash":  # the others leave no trace to tell if they fired
                 self.armed.append((i, pid, a.point, node))
             return {"node": node, "process": str(pid), "point": a.point, "then": a.action}
+        if isinstance(a, PauseProcess | ResumeProcess):
+            return self._pause_fault(a, done)
+        if isinstance(a, ClockSkew):
+            node = self.node_ref(a.node)
+            self.rt.set_clock_skew(node, a.seconds)
+            done.skewed = node
+            return {"node": node, "seconds": a.seconds}
         raise UnsupportedScenario(f"{fault.name} is not supported")  # check_supported
+
+    def _pause_fault(self, a: PauseProcess | ResumeProcess, done: _Done) -> dict[str, Any]:
+        """Suspend a process (SIGSTOP), or resume the one a pause of the same target
+        stopped (its role may have moved on since: a paused leader is soon a follower)."""
+        if isinstance(a, ResumeProcess):
+            pid = next((p for p, t in reversed(self.paused.items()) if t == a.target), None)
+            if pid is None:
+                pid = self.process(a.target)[0]
+            if pid is None or pid not in self.paused:
+                return {"missed": "no paused process of that target"}
+            del self.paused[pid]
+            self.rt.resume(pid)
+            return {"node": pid.node, "process": str(pid)}
+        pid, node, child = self.process(a.target)
+        if pid is None:
+            return {"node": node, "missed": "no such process"}
+        self.rt.suspend(pid)
+        self.paused[pid] = a.target
+        done.paused = pid
+        return {"node": node, "process": str(pid), "child": child}
+
+    def _end_pause_and_skew(self, done: _Done) -> list[str]:
+        undone = []
+        if done.paused is not None and self.paused.pop(done.paused, None) is not None:
+            self.rt.resume(done.paused)
+            undone.append(f"resumed {done.paused}")
+        if done.skewed is not None:
+            self.rt.set_clock_skew(done.skewed, 0.0)
+            undone.append(f"clock of {done.skewed} reset")
+        return undone
 
     def _process_fault(self, a: KillProcess | RestartProcess, keep_down: bool,
                        done: _Done) -> dict[str, Any]:
@@ -343,6 +381,9 @@ class Injector:
             if self.rt.is_alive(pid):
                 self.rt.release_failpoint(pid, point)
             detail["disarmed"] = point
+        ended = self._end_pause_and_skew(done)
+        if ended:
+            detail["ended"] = ended
         return detail
 
     def unfired(self) -> list[str]:
@@ -372,6 +413,11 @@ class Injector:
             if done.failpoint is not None and self.rt.is_alive(done.failpoint[0]):
                 self.rt.release_failpoint(*done.failpoint)
                 undone.append(f"disarmed {done.failpoint[1]}")
+            undone += self._end_pause_and_skew(done)
+        for pid in list(self.paused):  # paused without an `until`: resume_process never came
+            del self.paused[pid]
+            self.rt.resume(pid)
+            undone.append(f"resumed {pid}")
         return undone
 
 

@@ -22,6 +22,12 @@ The run, each phase bounded:
    catches up with the final commit index;
 5. the checks the scenario names, plus `recovered` (the cluster settled) and
    `committed_log` (every committed write was sent by a client).
+
+With `cluster.blocks` the KV starts with its block tier (`tier.py`): a tier monitor takes
+hold samples from the start, a history compactor moves the blocks' compaction revision
+during the traffic (if the scenario asks), tier roles are fault targets and tier moments
+triggers, and after step 4 the runner reads the tier (`tier_collect.py`) for the tier's
+checks.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ from sediment import log
 from sediment.runtime import api
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
-from sediment.scenarios import checkers, nemesis, observe, processes
+from sediment.scenarios import checkers, nemesis, observe, processes, tier, tier_collect
 from sediment.scenarios.assemble import Assembled, assemble
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
+from sediment.scenarios.checkers.tier_state import TierState
 from sediment.scenarios.history import FaultEvent, History
 from sediment.scenarios.schema import Fault, Scenario
+from sediment.scenarios.schema_blocks import TIER_TRIGGERS
 
 _logger = log.get_logger("sediment.scenarios.runner")
 
@@ -102,6 +110,7 @@ class RunResult:
     data_dir: str = ""
     error: str | None = None  # the run itself failed (not a check)
     placement: dict[str, str] = field(default_factory=dict)  # node -> Ray node id (ray)
+    tier: TierState | None = None  # what the tier checks judged (a block tier's run)
 
     @property
     def verdict(self) -> Verdict:
@@ -158,6 +167,8 @@ class _Run:
         self.watchers: list[Pid] = []
         self.tail: Pid | None = None
         self.monitor: Pid | None = None
+        self.tier_monitor: Pid | None = None
+        self.tier: TierState | None = None
         self.settled = False
         self.settle_view = ""
         self.injector: nemesis.Injector | None = None
@@ -170,6 +181,7 @@ class _Run:
             self._start()
             self._traffic()
             final = self._recover()
+            self.tier = self._collect_tier(final)
             assembled = self._collect(final)
             checks = self._check(assembled)
             history, samples = assembled.history, assembled.samples
@@ -186,7 +198,7 @@ class _Run:
                 self.rt.shutdown()
         self.timings["wall"] = time.monotonic() - wall
         result = RunResult(self.s, self.backend, self.seed, checks, history, samples, notes,
-                           self.timings, str(self.path), error, self.placement)
+                           self.timings, str(self.path), error, self.placement, self.tier)
         self._report("done", self.s.duration, f"verdict {result.verdict}")
         return result
 
@@ -209,6 +221,9 @@ class _Run:
             self.placement = dict(ray_rt.config.node_map)  # which raylet runs each node
             self.rt = ray_rt
         settings = self.s.cluster.settings.to_kwargs()
+        blocks = self.s.cluster.blocks
+        if blocks is not None:
+            settings["blocks"] = tier.block_tier(blocks, self.s.cluster.settings)
         self.cluster = Cluster.start(self.nodes, data_dir=str(self.path / "kv"),
                                      runtime=self.rt, top_node=CLIENT_NODE,
                                      **{**settings, **self.options})
@@ -223,6 +238,10 @@ class _Run:
             processes.log_tail, processes.TailConfig(self.nodes, self.recorder,
                                                      t.tail_interval),
             node=CLIENT_NODE, label="scenario-log-tail")
+        if blocks is not None:
+            self.tier_monitor = self.rt.spawn(
+                tier.tier_monitor, tier.MonitorConfig(self.nodes, t.sample_interval * 5),
+                node=CLIENT_NODE, label="scenario-tier-monitor")
         self.timings["start"] = time.monotonic() - began
 
     def _traffic(self) -> None:
@@ -252,6 +271,11 @@ class _Run:
         self.timings["spawn"] = time.monotonic() - began
         self.t0 = self.rt.now()  # the run's clock starts once every process runs
         go = processes.Go(self.t0, self.t0 + s.duration)
+        blocks = s.cluster.blocks
+        if blocks is not None and blocks.history_compaction is not None:
+            self.rt.spawn(tier.history_compactor,
+                          tier.CompactorConfig(self.nodes, blocks.history_compaction, go.end_t),
+                          node=CLIENT_NODE, label="scenario-history-compactor")
         for pid in [*traffic, *self.watchers]:
             self.rt.send(pid, go)
         injector = nemesis.Injector(self.cluster, self.rng, self._sessions)
@@ -310,9 +334,13 @@ class _Run:
             end = min(end, fault.at + fault.when.within)
         deadline = self.t0 + end
         timeout = max(1.0, deadline - float(self.rt.now())) + 30.0
-        hit, _, seen = self.rt.run(processes.wait_for, self.nodes, fault.when.trigger, deadline,
-                                   self.timing.trigger_interval, node=CLIENT_NODE,
-                                   timeout=timeout)
+        args: tuple[Any, ...] = (self.nodes, fault.when.trigger, deadline,
+                                 self.timing.trigger_interval)
+        poll: Any = processes.wait_for
+        if fault.when.trigger in TIER_TRIGGERS:  # on the target's node, when it names one
+            target = getattr(fault.action, "target", None)
+            poll, args = tier.wait_for_tier, (*args, getattr(target, "node", None))
+        hit, _, seen = self.rt.run(poll, *args, node=CLIENT_NODE, timeout=timeout)
         if not hit:
             self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
                               f"{fault.when.trigger} was not seen by {end:g}; applied then")
@@ -406,6 +434,22 @@ class _Run:
                 return
         self.settle_view = observe.describe(last) if last is not None else "no answer"
 
+    def _collect_tier(self, final: processes.OpRecord | None) -> TierState | None:
+        """The block tier after recovery (`tier_collect.py`), or None without one."""
+        if self.s.cluster.blocks is None or self.tier_monitor is None:
+            return None
+        began = time.monotonic()
+        t = self.timing
+        samples = tier.stop_monitor(self.rt, self.tier_monitor, self.t0, t.drain_timeout)
+        head = final.result.revision if final is not None else max(
+            (int((self.cluster.node(n).raft_status() or {}).get("head", 0)) for n in self.nodes),
+            default=0)  # no final read: the members' own head
+        budget = tier_collect.Budget(settle=t.settle_timeout / 2, timeout=t.op_timeout * 4)
+        state = tier_collect.collect(self.cluster, self.seed, self.s.traffic.keys, head,
+                                     samples, budget)
+        self.timings["tier"] = time.monotonic() - began
+        return state
+
     def _collect(self, final: processes.OpRecord | None) -> Assembled:
         dump = self.rt.call(self.recorder, ("dump",), timeout=120)
         return assemble(dump, self.t0, self.faults, final)
@@ -417,7 +461,7 @@ class _Run:
         out.append(violated(COMMITTED_LOG, a.strays[0], details=a.strays[1:])
                    if a.strays else passed(COMMITTED_LOG))
         results = checkers.run(a.history, self.s.checks, final=a.final, truth=a.truth,
-                               head=a.head, local_watches=True)
+                               head=a.head, local_watches=True, tier=self.tier)
         if a.unknown_entries:
             results = [_doubt(r, a.unknown_entries) for r in results]
         out += results
@@ -431,7 +475,7 @@ class _Run:
                         f"{self.timing.settle_timeout:g} s after healing: {self.settle_view}")
 
 
-TRUTH_CHECKS = ("watch_guarantees", "compaction_safe", "linearizable")
+TRUTH_CHECKS = ("watch_guarantees", "compaction_safe", "linearizable", *checkers.TIER_NAMES)
 
 
 def _doubt(r: CheckResult, unknown_entries: tuple[int, ...]) -> CheckResult:

@@ -7,6 +7,8 @@ the field path: `slow.yaml:14:9: faults[2].at: must be a number >= 0, got 'soon'
 Unknown keys are errors (with a "did you mean" when one is close): a typo must never
 silently fall back to a default. `Scenario.to_dict()` gives the plain form back, and
 `load_dict(s.to_dict()) == s`. The format is documented in `scenarios/library/README.md`.
+`cluster.blocks` (the KV's block tier) is read by `schema_blocks.py`; its roles, triggers
+and checks are accepted only in a scenario that starts the tier.
 
 Validation is pure: no clock, no cluster, no filesystem beyond reading the file.
 """
@@ -22,6 +24,18 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeAlias, TypeVar, cast
 
 import yaml
+
+from sediment.scenarios.schema_blocks import (
+    LEADER_ONLY,
+    TIER_CHECKS,
+    TIER_ROLES,
+    TIER_TRIGGERS,
+    BlocksSpec,
+    TierRole,
+    TierTrigger,
+    blocks_dict,
+    read_blocks,
+)
 
 Backend = Literal["sim", "ray"]
 Role = Literal[
@@ -102,8 +116,11 @@ class Settings:
 
 @dataclass(frozen=True)
 class Cluster:
+    """`blocks`: start the KV with its block tier (`schema_blocks.py`), or None."""
+
     nodes: tuple[str, ...] = ("n1", "n2", "n3")
     settings: Settings = Settings()
+    blocks: BlocksSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +181,7 @@ class Traffic:
 class ProcessTarget:
     """A process by its role (optionally on one node) or by its registered name."""
 
-    role: Role | None = None
+    role: Role | TierRole | None = None
     name: str | None = None
     node: str | None = None
 
@@ -265,7 +282,7 @@ class When:
     failpoint triggers): the action is applied as soon as `trigger` holds, or at the end
     of the `within` window if it never does (the run reports that as a missed trigger)."""
 
-    trigger: Trigger
+    trigger: Trigger | TierTrigger
     within: float | None = None  # seconds after `at`; None: until `until` or the end
 
 
@@ -427,6 +444,7 @@ class _Validator:
         self.doc = doc
         self.nodes: tuple[str, ...] = ()
         self.duration = MAX_DURATION_S
+        self.blocks = False  # the scenario starts a block tier: its roles, triggers, checks
 
     # -- primitives --
 
@@ -519,10 +537,15 @@ class _Validator:
         backends = self.opt(m, "backends", (), self.backends, BACKENDS)
         cluster = self.opt(m, "cluster", (), self.cluster, Cluster())
         self.nodes = cluster.nodes
+        self.blocks = cluster.blocks is not None
         traffic = self.opt(m, "traffic", (), self.traffic, Traffic())
+        if self.blocks and traffic.compactions is not None:
+            self.fail(("traffic", "compactions"), "client Compacts go straight to raft and "
+                      "bypass the block tier's flush hold; with cluster.blocks the cluster's "
+                      "coordinator compacts (settings.compaction_interval)")
         no_faults: tuple[Fault, ...] = ()
         faults = self.opt(m, "faults", (), self.faults, no_faults)
-        checks = self.opt(m, "checks", (), self.checks, CHECKS)
+        checks = self.opt(m, "checks", (), self.checks, self._all_checks())
         return Scenario(name, self.duration, description, seed, backends, cluster, traffic,
                         faults, checks)
 
@@ -531,18 +554,31 @@ class _Validator:
         names = [cast(Backend, self.choice(x, (*path, i), BACKENDS)) for i, x in enumerate(items)]
         return self.distinct(names, path)
 
+    def needs_tier(self, v: object, path: Path_, tier: Sequence[str]) -> None:
+        """A name of the block tier (a role, trigger, check) in a scenario without one."""
+        if not self.blocks and isinstance(v, str) and v in tier:
+            self.fail(path, f"{v!r} belongs to the block tier: it needs cluster.blocks")
+
+    def _all_checks(self) -> tuple[str, ...]:
+        """The checks a scenario may name (and runs by default): the tier's too with one."""
+        return (*CHECKS, *TIER_CHECKS) if self.blocks else CHECKS
+
     def checks(self, v: object, path: Path_) -> tuple[str, ...]:
-        items = self.items(v, path, len(CHECKS), empty=False)
-        return self.distinct([self.choice(x, (*path, i), CHECKS) for i, x in enumerate(items)],
+        known = self._all_checks()
+        items = self.items(v, path, len(known), empty=False)
+        for i, x in enumerate(items):
+            self.needs_tier(x, (*path, i), TIER_CHECKS)
+        return self.distinct([self.choice(x, (*path, i), known) for i, x in enumerate(items)],
                              path)
 
     # -- cluster --
 
     def cluster(self, v: object, path: Path_) -> Cluster:
-        m = self.mapping(v, path, ("nodes", "settings"))
+        m = self.mapping(v, path, ("nodes", "settings", "blocks"))
         nodes = self.opt(m, "nodes", path, self.node_list, Cluster().nodes)
         settings = self.opt(m, "settings", path, self.settings, Settings())
-        return Cluster(nodes, settings)
+        blocks = read_blocks(self, m["blocks"], (*path, "blocks")) if "blocks" in m else None
+        return Cluster(nodes, settings, blocks)
 
     def node_list(self, v: object, path: Path_) -> tuple[str, ...]:
         if isinstance(v, int) and not isinstance(v, bool):
@@ -710,14 +746,21 @@ class _Validator:
             if until <= at:
                 self.fail((*path, "until"), f"must be after at ({at:g}), got {until:g}")
         when = None if when_raw is None else self.when(when_raw, (*path, "when"), at, until)
+        if (until is not None and isinstance(action, KillProcess)
+                and action.target.role == "compaction_worker"):
+            self.fail((*path, "until"), "a compaction_worker is one of its pool's workers, "
+                      "restarted at once; kill the blocks_node or the node to keep it down")
         return Fault(at, action, until, when)
 
     def when(self, v: object, path: Path_, at: float, until: float | None) -> When:
         """`when: notice` or `when: {trigger: notice, within: 2}`."""
+        known = (*TRIGGERS, *TIER_TRIGGERS) if self.blocks else TRIGGERS
         if isinstance(v, str):
-            return When(cast(Trigger, self.choice(v, path, TRIGGERS)))
+            self.needs_tier(v, path, TIER_TRIGGERS)
+            return When(cast(Trigger, self.choice(v, path, known)))
         m = self.mapping(v, path, ("trigger", "within"), required=("trigger",))
-        trigger = cast(Trigger, self.choice(m["trigger"], (*path, "trigger"), TRIGGERS))
+        self.needs_tier(m["trigger"], (*path, "trigger"), TIER_TRIGGERS)
+        trigger = cast(Trigger, self.choice(m["trigger"], (*path, "trigger"), known))
         within = self.opt(m, "within", path,
                           lambda x, p: self.number(x, p, 0.0, MAX_DURATION_S, open_lo=True), None)
         if within is not None:
@@ -764,13 +807,19 @@ class _Validator:
     def target(self, args: Mapping[str, Any], path: Path_) -> ProcessTarget:
         if ("role" in args) == ("name" in args):
             self.fail(path, "needs exactly one of role, name")
-        role = self.opt(args, "role", path, lambda x, p: cast(Role, self.choice(x, p, ROLES)),
+        roles: tuple[str, ...] = (*ROLES, *TIER_ROLES) if self.blocks else ROLES
+        if "role" in args:
+            self.needs_tier(args["role"], (*path, "role"), TIER_ROLES)
+        role = self.opt(args, "role", path, lambda x, p: cast(Role, self.choice(x, p, roles)),
                         None)
         name = self.opt(args, "name", path, lambda x, p: self.string(
             x, p, re.compile(r"\S{1,128}"), "a process name"), None)
         node = self.opt(args, "node", path, lambda x, p: self.node_ref(x, p, ()), None)
         if role == "leader" and node is not None:
             self.fail((*path, "node"), "the leader's node is not chosen; drop node")
+        if role in LEADER_ONLY and node is not None:
+            self.fail((*path, "node"), f"a {role} runs on one node only, found when the "
+                      "fault fires; drop node")
         return ProcessTarget(role, name, node)
 
     def partition(self, args: Mapping[str, Any], path: Path_) -> Partition:
@@ -911,7 +960,9 @@ def _scenario_dict(s: Scenario) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": s.name, "description": s.description, "seed": s.seed,
         "duration": _num(s.duration), "backends": list(s.backends),
-        "cluster": {"nodes": list(s.cluster.nodes), "settings": settings},
+        "cluster": {"nodes": list(s.cluster.nodes), "settings": settings,
+                    **({} if s.cluster.blocks is None
+                       else {"blocks": blocks_dict(s.cluster.blocks)})},
         "traffic": traffic,
         "faults": [_fault_dict(f) for f in s.faults],
         "checks": list(s.checks),
@@ -942,7 +993,8 @@ def _fault_dict(f: Fault) -> dict[str, Any]:
 
 
 __all__ = [
-    "ACTIONS", "BACKENDS", "CHECKS", "MIX_OPS", "RANGED", "ROLES", "ArmFailpoint",
+    "ACTIONS", "BACKENDS", "CHECKS", "MIX_OPS", "RANGED", "ROLES", "TIER_CHECKS", "TIER_ROLES",
+    "TIER_TRIGGERS", "ArmFailpoint", "BlocksSpec",
     "ClockSkew", "Cluster", "CompactAt", "Compactions", "Delay", "Drop", "Fault",
     "FaultAction", "Heal", "KillNode", "KillProcess", "Mix", "Partition", "PauseProcess",
     "ProcessTarget", "RestartNode", "RestartProcess", "ResumeProcess", "Scenario",

@@ -134,8 +134,6 @@ faults:
 
 
 @pytest.mark.parametrize("fault, word", [
-    ("{at: 1, pause_process: {role: wal}}", "pause_process"),
-    ("{at: 1, clock_skew: {node: n1, seconds: 3}}", "clock_skew"),
     ("{at: 1, delay: {min: 0.1, max: 0.2, probability: 0.5}}", "probability"),
 ])
 def test_faults_the_runtime_cannot_inject_are_refused_before_the_run(fault: str,
@@ -339,15 +337,17 @@ def test_the_library_covers_the_issue() -> None:
 
 
 # The library scenarios CI also runs on Ray (seed 0): one per protocol the library proves.
-# SEDIMENT_RAY_SCENARIOS=all runs every one (about a minute each).
+# SEDIMENT_RAY_ALL=1 runs every one (about a minute each).
+# The failpoint scenarios are not in it: at this machine's Ray throughput (tens of
+# writes per second) few log compactions run within a short scenario, so most of their
+# failpoints never fire there.
 RAY_SUBSET = ("primary-killed-in-notice", "leader-killed-during-snapshot-install",
-              "partition-through-compaction", "log-compaction-failpoints",
-              "etcd-19179-watch-at-compaction")
+              "partition-through-compaction", "etcd-19179-watch-at-compaction")
 
 
 def library_cases(backend: str) -> list[Any]:
     out = []
-    every = os.environ.get("SEDIMENT_RAY_SCENARIOS") == "all"
+    every = os.environ.get("SEDIMENT_RAY_ALL") == "1"
     for s in library():
         if backend == "ray" and not (every or s.name in RAY_SUBSET):
             continue
@@ -362,6 +362,7 @@ def library_cases(backend: str) -> list[Any]:
     return out
 
 
+@pytest.mark.timeout(600)  # on Ray a run starts ~40 processes; a loaded machine is slow
 @pytest.mark.parametrize("scenario, seed, backend", library_cases("sim") + library_cases("ray"))
 def test_library_scenario_passes(scenario: schema.Scenario, seed: int, backend: str,
                                  tmp_path: Path, request: pytest.FixtureRequest) -> None:
