@@ -382,6 +382,7 @@ class _Watching:
     t0: float = 0.0  # the run's start (the driver's Go)
     bookmarked: int = 0
     failures: int = 0
+    sessions: int = 0  # sessions opened so far: the token of the next open
     next_progress: float = 0.0
 
     def end(self, reason: str, compact_revision: int = 0) -> None:
@@ -511,7 +512,9 @@ async def _open(w: _Watching) -> bool:
     ctx, cfg = w.ctx, w.cfg
     try:
         if w.session is None:
-            w.session = await ctx.call(kv_node_name(cfg.node), ("open_watcher",), timeout=5)
+            w.session = await ctx.call(kv_node_name(cfg.node),
+                                       ("open_watcher", ctx.self(), w.sessions), timeout=5)
+            w.sessions += 1  # a retry after a lost reply reuses the token: same session
             ctx.send(cfg.recorder, ("session", cfg.client, w.session, cfg.node))
         spec = cfg.spec
         request = wp.CreateWatch(KEY_PREFIX, KEYSPACE_END, w.resume_at, None, spec.prev_kv,
@@ -520,7 +523,7 @@ async def _open(w: _Watching) -> bool:
                          spec.prev_kv, request.no_put, request.no_delete)
         answer = await ctx.call(w.session, ("create", request), timeout=5)
     except CallError:
-        w.session = None
+        _abandon(w)
         if w.log is not None:
             w.end("lost")
         return False
@@ -537,6 +540,14 @@ async def _open(w: _Watching) -> bool:
     return False
 
 
+def _abandon(w: _Watching) -> None:
+    """Give up on an unreachable session; ask it to close (if it still runs, its watches
+    would hold the cluster's compaction back) and open a new one next time."""
+    if w.session is not None:
+        w.ctx.send(w.session, ("close",))
+    w.session = None
+
+
 async def _poll(w: _Watching) -> None:
     ctx = w.ctx
     assert w.session is not None
@@ -546,7 +557,7 @@ async def _poll(w: _Watching) -> None:
             w.next_progress = ctx.now() + PROGRESS_EVERY
         reply = await ctx.call(w.session, ("next", WATCH_POLL), timeout=WATCH_POLL + 5)
     except CallError:
-        w.session = None
+        _abandon(w)
         w.end("lost")
         return
     responses = reply[2] if reply[0] == "closed" else reply[1]

@@ -12,7 +12,9 @@ from runtime_helpers import eventually
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.cluster import Cluster, WatchCanceled
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
+from sediment.actors.kv.names import kv_node_name
 from sediment.actors.kv.types import Compare, Put
+from sediment.runtime.process import Process
 
 
 def start(rt: Any, tmp_path: Path, **kw: Any) -> Cluster:
@@ -100,6 +102,34 @@ def test_compaction_cycle_waits_for_a_slow_watch(rt: Any, tmp_path: Path) -> Non
     assert eventually(rt, lambda: compacted() >= head - 1, timeout=60)  # ... compaction moves
     revs = [rev for rev, *_ in delivered(slow.responses)]
     assert revs == [r for r in written if r >= start_rev]
+
+
+async def _open_twice_and_watch(ctx: Process, node_name: str) -> tuple[Any, Any]:
+    """A client whose first open's reply was lost retries with the same token."""
+    first = await ctx.call(node_name, ("open_watcher", ctx.self(), 7), timeout=30)
+    again = await ctx.call(node_name, ("open_watcher", ctx.self(), 7), timeout=30)
+    created = await ctx.call(first, ("create", wp.CreateWatch(b"k", None, 0)), timeout=30)
+    assert isinstance(created, wp.Created), created
+    return first, again
+
+
+def test_sessions_end_with_their_owner_or_a_close_message(rt: Any, tmp_path: Path) -> None:
+    """An open retried under the same token gets the same session; a session ends (and
+    its watches stop holding compaction back) when the client process that owns it ends,
+    or on a plain ("close",) from a client that can no longer call it."""
+    cluster = start(rt, tmp_path)
+
+    def watches() -> int:
+        return int((cluster.node("n1").status() or {}).get("watches", -1))
+
+    first, again = rt.run(_open_twice_and_watch, kv_node_name("n1"))
+    assert first == again
+    assert eventually(rt, lambda: not rt.is_alive(first) and watches() == 0)
+    session = cluster.client().session("n1")
+    session.watch(b"k")
+    assert watches() == 1
+    rt.send(session.pid, ("close",))
+    assert eventually(rt, lambda: not rt.is_alive(session.pid) and watches() == 0)
 
 
 def test_a_watch_below_the_compaction_is_refused(rt: Any, tmp_path: Path) -> None:

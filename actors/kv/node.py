@@ -12,7 +12,10 @@ Peer API (messages from the coordinator): MinRequest -> ("min_reply", node, cycl
 Notice -> ("notice_reply", ...), Rollback. A confirmed notice is a promise the node keeps
 on disk before it answers (`promised_floor.py`), and restores at start. Calls: ("admit",
 key, start), ("status",), ("open_watcher",) -> the pid of a new watcher process on this
-node for one session.
+node for one session. ("open_watcher", owner, token) ties the session to a client process
+(it ends when the owner does, as a stream ends with its connection) and makes the open
+idempotent: a retry with the same token after a lost reply gets the same session, so a
+slow reply never leaves a second session behind.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class _Node:
     compact_revision: int = 0
     applied: int = 0  # the raft index the watchers have been told about
     watchers: dict[Pid, None] = field(default_factory=dict)  # insertion order: replayable
+    opened: dict[tuple[Pid, Any], Pid] = field(default_factory=dict)  # (owner, token) -> session
     coordinator: Pid | None = None
     leader: tuple[str | None, int] = (None, 0)
     promise_file: str | None = None
@@ -143,14 +147,8 @@ async def _on_call(node: _Node, call: Call) -> None:
             return
         ctx.reply(call.from_, verdict)
     elif kind == "open_watcher":
-        from sediment.actors.kv.watcher import watcher
-
-        pid = await ctx.spawn(watcher, ctx.self(), node.raft, node.applied,
-                              adm.floor(node.state), node.config.watcher_max_pending,
-                              node.config.progress_interval)
-        node.watchers[pid] = None
-        ctx.monitor(pid)
-        ctx.reply(call.from_, pid)
+        ctx.reply(call.from_, await _open_watcher(
+            node, req[1:] if isinstance(req, tuple) else ()))
     elif kind == "status":
         ctx.reply(call.from_, {
             "node": ctx.self().node, "committed": node.state.committed,
@@ -213,6 +211,30 @@ def _keep_promise(node: _Node) -> None:
         node.promised = floor
 
 
+async def _open_watcher(node: _Node, args: tuple[Any, ...]) -> Any:
+    """A session for ("open_watcher",) or ("open_watcher", owner, token): the one already
+    opened under (owner, token) if it still runs, else a new one."""
+    from sediment.actors.kv.watcher import watcher
+
+    owner: Pid | None = None
+    key = None
+    if args:
+        if len(args) != 2 or not isinstance(args[0], Pid):
+            return ("error", "open_watcher takes () or (owner pid, token)")
+        owner, key = args[0], (args[0], args[1])
+        if key in node.opened:
+            return node.opened[key]
+    ctx = node.ctx
+    pid = await ctx.spawn(watcher, ctx.self(), node.raft, node.applied,
+                          adm.floor(node.state), node.config.watcher_max_pending,
+                          node.config.progress_interval, owner)
+    node.watchers[pid] = None
+    if key is not None:
+        node.opened[key] = pid
+    ctx.monitor(pid)
+    return pid
+
+
 def _progress(node: _Node, watcher: Pid, positions: dict[int, int]) -> None:
     for wid, next_rev in positions.items():
         node.state = adm.progress_watch(node.state, (str(watcher), wid), next_rev)
@@ -225,6 +247,8 @@ async def _down(node: _Node, pid: Pid, reason: Any) -> None:
         raise RuntimeError(f"the kv raft member went down: {reason}")
     if pid in node.watchers:
         del node.watchers[pid]
+        for key in [k for k, session in node.opened.items() if session == pid]:
+            del node.opened[key]
         owner = str(pid)
         for key in [k for k in node.state.watches if k[0] == owner]:
             node.state = adm.cancel_watch(node.state, key)

@@ -12,6 +12,10 @@ counts. A client that stops pulling while events keep coming gets the stream clo
 (never a gap). Calls: ("create", CreateWatch), ("cancel", watch_id), ("progress",),
 ("next", max_wait), ("close",), and ("positions",) -> ("ok", committed, floor, {watch id:
 next needed revision}) for checkers that compare the watches with committed compactions.
+A plain ("close",) message closes it too (a client giving up on a session it cannot
+reach still frees it), and a session opened for an owner process ends when the owner
+does: a session nobody can pull from would otherwise hold its watches, and so the
+cluster's compaction, back for good.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class _Watcher:
     tick_at: float | None = None
     closed: str | None = None
     next_id: int = 0  # the next auto watch id: never reused in a session
+    owner: Pid | None = None  # the client process the session ends with, if any
 
 
 @dataclass(frozen=True)
@@ -58,11 +63,15 @@ class _Tick:
 
 
 async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int,
-                  max_pending: int, progress_interval: float) -> None:
-    """Process entry: serve one session until it is closed or its node goes away."""
+                  max_pending: int, progress_interval: float,
+                  owner: Pid | None = None) -> None:
+    """Process entry: serve one session until it is closed, or its node or owner goes
+    away."""
     config = wc.WatcherConfig(max_pending=max_pending, progress_interval=progress_interval)
-    w = _Watcher(ctx, node, raft, wc.init(config, committed, floor, ctx.now()))
+    w = _Watcher(ctx, node, raft, wc.init(config, committed, floor, ctx.now()), owner=owner)
     ctx.monitor(node)
+    if owner is not None:
+        ctx.monitor(owner)
     while w.closed is None:
         msg = await ctx.receive()
         await _handle(w, msg)
@@ -82,6 +91,8 @@ async def _handle(w: _Watcher, msg: Any) -> None:
         w.pending.append(event)
     elif isinstance(msg, tuple) and msg and msg[0] == "floor":
         w.pending.append(wp.FloorRaised(msg[1]))
+    elif msg == ("close",):
+        w.closed = "client"
     elif isinstance(msg, Call):
         await _on_call(w, msg)
     elif isinstance(msg, _NextTimeout):
@@ -92,6 +103,8 @@ async def _handle(w: _Watcher, msg: Any) -> None:
         w.pending.append(wp.Tick(w.ctx.now()))
     elif isinstance(msg, Down) and msg.pid == w.node:
         w.closed = "node_down"
+    elif isinstance(msg, Down) and msg.pid == w.owner:
+        w.closed = "owner_down"
 
 
 async def _on_call(w: _Watcher, call: Call) -> None:
