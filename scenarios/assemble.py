@@ -150,12 +150,15 @@ def place_by_observation(ops: list[OpRecord], unknown: Sequence[int],
 
 def _compact_start(revision: int, seen: float, samples: Sequence[ClusterView]) -> float:
     """The last sample before `seen` in which no live KV node's floor reached `revision`:
-    the coordinator's notice for it came after."""
+    the coordinator's notice for it came after. A sample in which no KV node answered
+    (a loaded machine's status calls timed out) says nothing and is skipped: taking it
+    as "no floor reached" put a Compact's start after its commit."""
     start = 0.0
     for s in samples:
         if s.t > seen:
             break
-        if all(m.floor < revision for m in s.members if m.kv_up):
+        answered = [m for m in s.members if m.kv_up]
+        if answered and all(m.floor < revision for m in answered):
             start = s.t
     return start
 

@@ -34,7 +34,7 @@ from sediment.actors.kv.types import (
     Txn,
 )
 from sediment.scenarios import nemesis, observe, report, schema, traffic
-from sediment.scenarios.assemble import place_ops
+from sediment.scenarios.assemble import _compact_start, place_ops
 from sediment.scenarios.checkers import linearizability as lin
 from sediment.scenarios.checkers.kv_model import OUT_OF_ORDER, KvModel
 from sediment.scenarios.checkers.watch_guarantees import log_events
@@ -295,6 +295,23 @@ def test_indeterminate_operations_take_the_index_of_their_log_entry() -> None:
     placed, left = place_ops(ops, entries)
     assert [o.index for o in placed] == [3, 5, 7, 6]  # identical deletes: earliest first
     assert left == {8: Compact(2), 9: Put(b"x", b"9.9")}  # the coordinator's; a stray
+
+
+def test_a_cluster_compact_starts_at_the_last_sample_whose_answered_floors_were_below_it(
+) -> None:
+    """A sample in which no KV node answered says nothing of the floors; taken as "below"
+    it moved a Compact's start past its commit (seen on a loaded Ray: a false
+    linearizability violation)."""
+    def sample(t: float, *floors: int | None) -> observe.ClusterView:
+        return observe.ClusterView(t, tuple(
+            observe.MemberView(f"n{i}", up=True, kv_up=f is not None, floor=f or 0)
+            for i, f in enumerate(floors)))
+
+    samples = [sample(0.0, 0, 0, 0), sample(1.0, 4, None, 3), sample(2.0, 6, 6, None),
+               sample(3.0, None, None, None), sample(4.0, 9, 9, 9)]
+    assert _compact_start(5, 3.5, samples) == 1.0
+    assert _compact_start(5, 0.5, samples) == 0.0
+    assert _compact_start(10, 5.0, samples) == 4.0
 
 
 def test_a_watch_resumes_after_what_it_got() -> None:
