@@ -5,6 +5,9 @@ when leadership goes. It talks to every node's KV node process by message: reque
 carry the coordinator's pid, replies come back as messages, and each phase is bounded by
 the core's timers (`send_after`). The Compact proposal is a call to the local raft
 member, bounded by the core's propose timeout: nothing else can happen in that phase.
+Failpoint `coordinator.before_propose` sits between the confirmed notices and the
+proposal: paused there, the notice phase lasts as long as a fault scenario needs to hit
+it (on Ray the phase is otherwise a few milliseconds).
 
 With a block tier the hold (QueryHold) is read from the metastore members' applied
 state, this node's first: any member's flushed-through revision is at most the committed
@@ -144,6 +147,7 @@ async def _hold(ctx: Process, effect: cc.QueryHold, nodes: tuple[str, ...],
 
 
 async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> cc.Event:
+    await ctx.failpoint("coordinator.before_propose")
     raft = await ctx.whereis(raft_name(KV_GROUP, ctx.self().node))
     try:
         if raft is None:
