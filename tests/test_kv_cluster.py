@@ -12,8 +12,9 @@ from runtime_helpers import eventually
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.cluster import Cluster, WatchCanceled
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
-from sediment.actors.kv.names import kv_node_name
+from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.types import Compare, Put
+from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.process import Process
 
 
@@ -130,6 +131,32 @@ def test_sessions_end_with_their_owner_or_a_close_message(rt: Any, tmp_path: Pat
     assert watches() == 1
     rt.send(session.pid, ("close",))
     assert eventually(rt, lambda: not rt.is_alive(session.pid) and watches() == 0)
+
+
+def test_a_failing_background_pass_keeps_the_compaction_pending_until_it_succeeds(
+        rt: Any, tmp_path: Path) -> None:
+    """Failpoint machine.before_background (raise) fails the leader's physical pass like
+    a transient I/O error: the compaction stays scheduled (compact revision above the
+    finished one) and reads below it are refused, until the pass may run again."""
+    cluster = start(rt, tmp_path)
+    kv = cluster.client()
+    assert eventually(rt, lambda: cluster.leader() is not None)
+    leader = cluster.leader()
+    assert leader is not None
+    raft = rt.whereis(raft_name(KV_GROUP, leader))
+    written = [kv.put(b"p", str(i).encode()).revision for i in range(6)]
+    rt.arm_failpoint(raft, "machine.before_background", "raise", count=None)
+    kv.compact(written[-2])
+    rt.sleep(1.0)
+    status = cluster.node(leader).raft_status()
+    assert status is not None
+    assert status["compact_revision"] == written[-2] > status["finished_compact_revision"]
+    with pytest.raises(ErrCompacted):
+        kv.get(b"p", revision=written[0])
+    rt.release_failpoint(raft, "machine.before_background")
+    assert eventually(rt, lambda: (cluster.node(leader).raft_status() or {}).get(
+        "finished_compact_revision") == written[-2])
+    assert kv.get(b"p").value == b"5"  # type: ignore[union-attr]
 
 
 def test_a_watch_below_the_compaction_is_refused(rt: Any, tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
 from sediment.actors.log.storage.segrefs import SegRefs
 from sediment.actors.log.storage.snapshot import SnapshotState
-from sediment.runtime.errors import ReceiveTimeout
+from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid, Ref
 from sediment.runtime.process import Process
@@ -228,12 +228,19 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
 
 async def _next_message(shell: _Shell) -> Any:
     """The next message; while it waits, the machine's background work runs one bounded
-    piece at a time, each after a short pause that lets messages in first."""
+    piece at a time, each after a short pause that lets messages in first. Failpoint
+    `machine.before_background` (action raise) fails a piece before it starts, as a
+    transient I/O error would: the work stays pending and is tried again, so a fault
+    scenario can hold a compaction's physical pass open for as long as it is armed."""
     ctx = shell.ctx
     while shell.busy:
         try:
             return await ctx.receive(timeout=BACKGROUND_PAUSE)
         except ReceiveTimeout:
+            try:
+                ctx.failpoint_sync("machine.before_background")
+            except FailpointError:
+                continue
             shell.busy = shell.machine.background()
     return await ctx.receive()
 
