@@ -45,7 +45,15 @@ from sediment import log
 from sediment.runtime import api
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
-from sediment.scenarios import checkers, nemesis, observe, processes, tier, tier_collect
+from sediment.scenarios import (
+    checkers,
+    nemesis,
+    observe,
+    processes,
+    tier,
+    tier_collect,
+    trigger_waiter,
+)
 from sediment.scenarios.assemble import Assembled, assemble
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
 from sediment.scenarios.checkers.tier_state import TierState
@@ -168,6 +176,7 @@ class _Run:
         self.tail: Pid | None = None
         self.monitor: Pid | None = None
         self.tier_monitor: Pid | None = None
+        self.waiter: Pid | None = None
         self.tier: TierState | None = None
         self.settled = False
         self.settle_view = ""
@@ -238,6 +247,9 @@ class _Run:
             processes.log_tail, processes.TailConfig(self.nodes, self.recorder,
                                                      t.tail_interval),
             node=CLIENT_NODE, label="scenario-log-tail")
+        if any(f.when is not None for f in self.s.faults):
+            self.waiter = self.rt.spawn(trigger_waiter.trigger_waiter, node=CLIENT_NODE,
+                                        label="scenario-trigger-waiter")
         if blocks is not None:
             self.tier_monitor = self.rt.spawn(
                 tier.tier_monitor, tier.MonitorConfig(self.nodes, t.sample_interval * 5),
@@ -336,11 +348,13 @@ class _Run:
         timeout = max(1.0, deadline - float(self.rt.now())) + 30.0
         args: tuple[Any, ...] = (self.nodes, fault.when.trigger, deadline,
                                  self.timing.trigger_interval)
-        poll: Any = processes.wait_for
+        kind = "kv"
         if fault.when.trigger in TIER_TRIGGERS:  # on the target's node, when it names one
             target = getattr(fault.action, "target", None)
-            poll, args = tier.wait_for_tier, (*args, getattr(target, "node", None))
-        hit, _, seen = self.rt.run(poll, *args, node=CLIENT_NODE, timeout=timeout)
+            kind, args = "tier", (*args, getattr(target, "node", None))
+        assert self.waiter is not None
+        hit, _, seen = trigger_waiter.waiting(
+            self.rt.call(self.waiter, ("wait", kind, args), timeout=timeout))
         if not hit:
             self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
                               f"{fault.when.trigger} was not seen by {end:g}; applied then")
@@ -375,6 +389,8 @@ class _Run:
         commit = max((m.commit for m in last.members if m.up), default=0) if last else 0
         assert self.tail is not None and self.monitor is not None
         self.rt.send(self.tail, ("stop", commit))
+        if self.waiter is not None:
+            self.rt.send(self.waiter, ("stop",))
         self.rt.send(self.monitor, ("stop",))
         self._wait_done(["tail", "monitor"], t.drain_timeout)
         self.timings["recover"] = time.monotonic() - began

@@ -1,0 +1,46 @@
+"""The process a run's `when` faults wait in, started once with the run.
+
+A fault with `when: {trigger: ...}` waits until its protocol moment holds (or its
+deadline). Each wait used to be a process of its own; on Ray every process is a new
+actor, and a new actor took longer to start on a loaded machine than most protocol
+phases last, so faults missed their moments. This one process serves every wait:
+("wait", kind, args) -> the poll's (hit, time, what was seen), where kind "kv" polls
+the KV members (`processes.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
+It serves one wait at a time, which is all a run's nemesis asks for. ("stop",) ends it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sediment.runtime.messages import Call
+from sediment.runtime.process import Process
+from sediment.scenarios import processes, tier
+
+POLLS = {"kv": processes.wait_for, "tier": tier.wait_for_tier}
+
+
+async def trigger_waiter(ctx: Process) -> None:
+    """Process entry: see the module doc."""
+    while True:
+        msg = await ctx.receive()
+        if msg == ("stop",):
+            return
+        if not isinstance(msg, Call):
+            continue
+        request = msg.request
+        if (isinstance(request, tuple) and len(request) == 3 and request[0] == "wait"
+                and request[1] in POLLS):
+            ctx.reply(msg.from_, await POLLS[request[1]](ctx, *request[2]))
+        else:
+            ctx.reply(msg.from_, ("error", ("unknown_request", request)))
+
+
+def waiting(answer: Any) -> tuple[bool, float, str]:
+    """The poll's answer, checked (an error reply is a bug of the caller)."""
+    if not (isinstance(answer, tuple) and len(answer) == 3 and isinstance(answer[0], bool)):
+        raise RuntimeError(f"the trigger waiter answered {answer!r:.200}")
+    return answer[0], float(answer[1]), str(answer[2])
+
+
+__all__ = ["POLLS", "trigger_waiter", "waiting"]
