@@ -267,6 +267,37 @@ def test_crash_at_every_segment_failpoint_then_restart(tmp_path: Path, point: st
     node.close()
 
 
+def test_dead_segments_a_committed_compaction_left_behind_do_not_hide_its_output(
+        tmp_path: Path) -> None:
+    """Found by log-compaction-failpoints seed 142 on sim: a major compaction of group
+    [1, 4] (segments 2 and 3 dead between them) committed, then the process crashed
+    before the server deleted 2 and 3. Rebuilt from the directory, the refs cut the
+    compacted segment 1 off where the dead segment 2 begins, so live entry 19 (moved
+    into 1, with 4 now a symlink) was in no ref: the member crash-looped."""
+    root = str(tmp_path)
+    node = Node(root, CrashAfter(1, "compaction.after_dir_sync"))
+    keys = ["k0"] + ["k2"] * 17 + ["k1"] + ["k2"] * 11  # indexes 1..30, 6 per segment
+    latest: dict[str, int] = {}
+    batch = []
+    for i, key in enumerate(keys, 1):
+        batch.append(WalWrite("g1", Entry(i, 1, i, _payload("g1", i))))
+        latest[key] = i
+    node.append(batch)
+    node.roll()
+    live = sorted(latest.values())
+    assert live == [1, 19, 30]
+    _seg, snap_dir = group_dirs(root, "g1")
+    node.states["g1"] = snapmod.write_snapshot(snap_dir, 30, 1, b"kv-30", live).state
+    with pytest.raises(Crash):
+        node.compact("g1", "major")
+    node.abandon()
+    node = Node(root, lambda _n: None)
+    for i in live:
+        got = node.read("g1", i)
+        assert got is not None and got.payload == _payload("g1", i), i
+    node.close()
+
+
 # -- the model: ra_kv-like puts, snapshots, compactions, crashes --------------------------
 
 

@@ -46,6 +46,16 @@ multi-segment marker, ``.compacting`` absent          recreate every symlink (id
 One check beyond Ra: in the last row the leader must be this compaction's output (its
 header names the group); otherwise the crash came before ``.compacting`` existed on
 disk, and recovery aborts instead of linking segments to an uncompacted leader.
+
+And one more: a committed group's dead neighbours. Segments with no live entry between
+a group's members are unreferenced by the same result, and deleted only once the server
+applied it. A crash in between leaves them as regular files overlapping the compacted
+leader's range, and refs rebuilt from the directory would cut the leader off where the
+first of them begins, hiding the live entries it took over from later members (found by
+the log-compaction-failpoints scenario, sim seed 142: the member crash-looped on "live
+entry 209 is in no log here"). Groups are adjacent among the segments with live
+entries, so every regular segment numbered between a committed leader's first and last
+member that is not a member was dead or orphaned then: recovery deletes it.
 """
 
 from __future__ import annotations
@@ -587,6 +597,29 @@ def _finish_committed(seg_dir: str, fp: Failpoint) -> list[CompactionResult]:
     return out
 
 
+def _drop_dead_between(seg_dir: str) -> list[str]:
+    """Delete the regular segments numbered between a committed compaction's members
+    that are not members (see the module doc: they had no live entry)."""
+    names = list_segment_files(seg_dir)
+    dead: set[str] = set()
+    for name in names:
+        try:
+            _group, flags, origin = read_header(os.path.join(seg_dir, name))
+        except CorruptSegment:
+            continue
+        if not flags & FLAG_COMPACTED or len(origin) < 2 or origin[0] != name:
+            continue
+        lo, hi = segment_number(origin[0]), segment_number(origin[-1])
+        if lo is None or hi is None:
+            continue
+        dead.update(n for n in names if n not in origin
+                    and lo < (segment_number(n) or 0) < hi)
+    for n in sorted(dead):
+        _log.warning("dead segment a committed compaction left behind deleted", file=n)
+        unlink_if_exists(os.path.join(seg_dir, n))
+    return sorted(dead)
+
+
 def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
     """Bring ``seg_dir`` to "originals intact" or "compaction complete" after a crash.
 
@@ -606,6 +639,8 @@ def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
     for res in _finish_committed(seg_dir, fp):
         linked.extend(res.linked)
         compacted.extend(res.compacted_segrefs)
+        changed = True
+    if _drop_dead_between(seg_dir):
         changed = True
     for name in list_dir(seg_dir):
         path = os.path.join(seg_dir, name)
