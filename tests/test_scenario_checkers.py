@@ -339,6 +339,11 @@ def test_cancels_that_are_allowed() -> None:
     # a cluster compaction with an unknown start could have come first
     unknown_start = CompactionEvent(6, 0.0, 3.0, source="cluster")
     assert compaction_safety.check(H(watches=(w,), compactions=(unknown_start,))).ok
+    # refused at admission under the floor of a notice that was rolled back, compacted
+    # by a later cycle: never live, so never passed (slow-watcher, sim seed 34)
+    refused = _watch(0, start=4, end="compacted", compact_revision=6, created_t=None)
+    later_cycle = CompactionEvent(6, 2.0, 3.0, source="cluster")
+    assert compaction_safety.check(H(watches=(refused,), compactions=(later_cycle,))).ok
 
 
 # ---- watch guarantees (through actors/kv/watch_checker.py) ------------------------------

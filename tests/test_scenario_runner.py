@@ -362,6 +362,8 @@ RAY_SUBSET = ("primary-killed-in-notice", "leader-killed-during-snapshot-install
 REGRESSION_SEEDS = (
     ("log-compaction-failpoints", 142,
      "dead segments a committed major compaction left behind hid its output"),
+    ("slow-watcher", 34,
+     "a watch refused under a rolled-back notice's floor was taken for a passed live one"),
 )
 
 

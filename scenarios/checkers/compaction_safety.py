@@ -18,6 +18,12 @@ two kinds of records:
   always could). Such a watch was admitted, live, and later passed. The runner should
   record a cluster compaction's `t_start` as the start of its cycle (the admission floor
   is raised before the Compact commits).
+
+A watch refused at admission (never created) was never live, so no compaction passed
+it: a node refuses a start at or below its admission floor, and the floor of a notice
+that is then refused and rolled back refused it just the same (slow-watcher, sim seed
+34: the cycle to 352 was refused by another node, a watch from 336 was refused while its
+floor stood, and a later cycle compacted past 352).
 """
 
 from __future__ import annotations
@@ -56,9 +62,8 @@ def _by_cancels(history: History) -> Iterator[tuple[str, tuple[Evidence, ...]]]:
     for w in history.watches:
         if w.end_reason != "compacted" or w.compact_revision in client:
             continue
-        start = w.start
-        created = w.created_t if w.created_t is not None else w.end_t
-        if start is None or created is None:
+        start, created = w.start, w.created_t
+        if start is None or created is None:  # refused at admission: never live
             continue
         if any(c.revision >= start and c.t_start <= created for c in events):
             continue  # it may have been created below the floor: etcd cancels it at once
