@@ -63,7 +63,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -569,15 +569,8 @@ def _finish_committed(seg_dir: str, fp: Failpoint) -> list[CompactionResult]:
     already did this; this covers a marker lost or damaged after the commit.)
     """
     out: list[CompactionResult] = []
-    for name in list_segment_files(seg_dir):
+    for name, origin in _group_outputs(seg_dir, list_segment_files(seg_dir)):
         path = os.path.join(seg_dir, name)
-        try:
-            _group, flags, origin_t = read_header(path)
-        except CorruptSegment:
-            continue
-        if not flags & FLAG_COMPACTED or len(origin_t) < 2 or origin_t[0] != name:
-            continue
-        origin = list(origin_t)
         members = [os.path.join(seg_dir, n) for n in origin[1:]]
         if not any(is_symlink(m) and os.readlink(m) == name for m in members):
             continue
@@ -597,18 +590,24 @@ def _finish_committed(seg_dir: str, fp: Failpoint) -> list[CompactionResult]:
     return out
 
 
-def _drop_dead_between(seg_dir: str) -> list[str]:
-    """Delete the regular segments numbered between a committed compaction's members
-    that are not members (see the module doc: they had no live entry)."""
-    names = list_segment_files(seg_dir)
-    dead: set[str] = set()
+def _group_outputs(seg_dir: str, names: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """(name, group) of each of `names` that is a multi-segment compaction's output: its
+    header names the group, itself first (unreadable headers are skipped)."""
     for name in names:
         try:
             _group, flags, origin = read_header(os.path.join(seg_dir, name))
         except CorruptSegment:
             continue
-        if not flags & FLAG_COMPACTED or len(origin) < 2 or origin[0] != name:
-            continue
+        if flags & FLAG_COMPACTED and len(origin) >= 2 and origin[0] == name:
+            yield name, list(origin)
+
+
+def _drop_dead_between(seg_dir: str) -> list[str]:
+    """Delete the regular segments numbered between a committed compaction's members
+    that are not members (see the module doc: they had no live entry)."""
+    names = list_segment_files(seg_dir)
+    dead: set[str] = set()
+    for _name, origin in _group_outputs(seg_dir, names):
         lo, hi = segment_number(origin[0]), segment_number(origin[-1])
         if lo is None or hi is None:
             continue
