@@ -85,7 +85,7 @@ class Timing:
     @classmethod
     def for_backend(cls, backend: str) -> Timing:
         if backend == "ray":
-            return cls(op_timeout=5.0, sample_interval=0.25, tail_interval=0.1,
+            return cls(op_timeout=5.0, sample_interval=0.25, tail_interval=0.25,
                        trigger_interval=0.005, settle_timeout=180.0, drain_timeout=120.0,
                        start_timeout=300.0, tick=0.5)
         return cls()
@@ -280,14 +280,15 @@ class _Run:
                 self.watchers.append(self.rt.spawn(processes.watcher_client, wcfg,
                                                    node=CLIENT_NODE, label=f"watcher-{client}"))
                 client += 1
+        blocks = s.cluster.blocks
+        if blocks is not None and blocks.history_compaction is not None:
+            traffic.append(self.rt.spawn(
+                tier.history_compactor, tier.CompactorConfig(self.nodes,
+                                                             blocks.history_compaction),
+                node=CLIENT_NODE, label="scenario-history-compactor"))
         self.timings["spawn"] = time.monotonic() - began
         self.t0 = self.rt.now()  # the run's clock starts once every process runs
         go = processes.Go(self.t0, self.t0 + s.duration)
-        blocks = s.cluster.blocks
-        if blocks is not None and blocks.history_compaction is not None:
-            self.rt.spawn(tier.history_compactor,
-                          tier.CompactorConfig(self.nodes, blocks.history_compaction, go.end_t),
-                          node=CLIENT_NODE, label="scenario-history-compactor")
         for pid in [*traffic, *self.watchers]:
             self.rt.send(pid, go)
         injector = nemesis.Injector(self.cluster, self.rng, self._sessions)

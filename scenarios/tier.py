@@ -56,6 +56,7 @@ from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios.checkers.tier_state import HoldSample
+from sediment.scenarios.processes import wait_for_go
 from sediment.scenarios.schema import Settings
 from sediment.scenarios.schema_blocks import BlocksSpec, HistoryCompaction
 from sediment.supervision import requests
@@ -260,14 +261,15 @@ async def tier_monitor(ctx: Process, cfg: MonitorConfig) -> None:
 class CompactorConfig:
     nodes: tuple[str, ...]
     compaction: HistoryCompaction
-    end_t: float  # runtime clock: the end of the traffic
 
 
 async def history_compactor(ctx: Process, cfg: CompactorConfig) -> None:
     """Process entry: the blocks' compaction revision up to cursor - keep, every `every`
-    seconds until `end_t`."""
+    seconds from the driver's `Go` until the traffic's end (spawned with the traffic, so
+    that its start does not eat into the run's clock)."""
+    go = await wait_for_go(ctx)
     last = 0
-    while ctx.now() + cfg.compaction.every < cfg.end_t:
+    while ctx.now() + cfg.compaction.every < go.end_t:
         await ctx.sleep(cfg.compaction.every)
         target = await applied_cursor(ctx, cfg.nodes) - cfg.compaction.keep
         if target > last:
