@@ -13,6 +13,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -27,6 +28,7 @@ from ..pid import Pid
 from ..reasons import KILL
 from ..sim.network import Network
 from ..validation import make_spawn_opts
+from .names import NameCache, follow_run
 from .registry import start_registry
 from .spawning import spawn_sync
 from .transport import (
@@ -78,6 +80,9 @@ class RayRuntime(Runtime):
         self.registry = start_registry(self.config)
         self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
         self.net = Network(random.Random(), cross_node_delay=(0.0, 0.0))
+        self.names = NameCache(follow_run)
+        self._net_depth = 0  # open network_change blocks
+        self._net_dirty = False  # rules changed inside them, not pushed yet
 
     @property
     def cluster(self) -> str:
@@ -172,8 +177,23 @@ class RayRuntime(Runtime):
             raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
         return node
 
+    @contextlib.contextmanager
+    def network_change(self) -> Iterator[None]:
+        self._net_depth += 1
+        try:
+            yield
+        finally:
+            self._net_depth -= 1
+            if self._net_depth == 0 and self._net_dirty:
+                self._push_net()
+
     def _push_net(self) -> None:
-        """Every process applies the new rules before this returns."""
+        """Every process applies the new rules before this returns (inside a
+        `network_change` block: once, when it ends)."""
+        if self._net_depth:
+            self._net_dirty = True
+            return
+        self._net_dirty = False
         rules = self.net.rules()
         pids: list[Pid] = ray.get(self.registry.set_net.remote(rules), timeout=30)
         refs = [p.handle.set_net.remote(rules) for p in pids]
@@ -182,7 +202,11 @@ class RayRuntime(Runtime):
                 ray.get(ref, timeout=30)
 
     def whereis(self, name: str) -> Pid | None:
-        pid: Pid | None = ray.get(self.registry.whereis.remote(name), timeout=30)
+        pid = self.names.get(name, self.now())
+        if pid is None:
+            pid = ray.get(self.registry.whereis.remote(name), timeout=30)
+            if pid is not None:
+                self.names.put(name, pid, self.now())
         return pid
 
     def processes(self) -> list[Pid]:
