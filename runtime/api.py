@@ -8,6 +8,8 @@ synchronous methods, so tests and scenarios are written once. Process code itsel
 from __future__ import annotations
 
 import abc
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from .errors import RuntimeErrorBase
@@ -95,6 +97,14 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def clear_faults(self) -> None:
         """Remove every delay and drop fault (partitions stay until `heal`)."""
+
+    @contextlib.contextmanager
+    def network_change(self) -> Iterator[None]:
+        """Make the partitions, heals and link faults set inside the block one change, as
+        processes see it: no process runs under a half-made set of rules (a `clear_faults`
+        followed by the links it restores). On Ray the new rules reach every process once,
+        as the block ends, instead of once per call; the simulator is already atomic."""
+        yield
 
     @abc.abstractmethod
     def set_clock_skew(self, node: str, seconds: float) -> None:

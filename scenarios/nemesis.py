@@ -225,10 +225,7 @@ class Injector:
             self.rt.partition(list(sides[0]), list(sides[1]))
             return {"sides": [list(sides[0]), list(sides[1])]}
         if isinstance(a, Heal):
-            self.partitions.clear()
-            self.links.clear()
-            self.rt.heal()
-            self.rt.clear_faults()
+            self._heal_network()
             return {}
         if isinstance(a, Delay | Drop):
             return self._link_fault(i, a)
@@ -346,12 +343,20 @@ class Injector:
         self._apply_links()
         return {"links": [f"{x}->{y}" for x, y in pairs], "delay": delay, "drop": drop}
 
+    def _heal_network(self) -> None:
+        self.partitions.clear()
+        self.links.clear()
+        with self.rt.network_change():
+            self.rt.heal()
+            self.rt.clear_faults()
+
     def _apply_links(self) -> None:
         """The runtime keeps one fault per link: the latest fault on a link wins."""
-        self.rt.clear_faults()
-        for faults in self.links.values():
-            for x, y, delay, drop in faults:
-                self.rt.set_faults(x, y, delay=delay, drop=drop)
+        with self.rt.network_change():
+            self.rt.clear_faults()
+            for faults in self.links.values():
+                for x, y, delay, drop in faults:
+                    self.rt.set_faults(x, y, delay=delay, drop=drop)
 
     # -- ending --
 
@@ -368,9 +373,10 @@ class Injector:
             detail["restarted"] = [*detail.get("restarted", []), *ids]
         if isinstance(a, Partition) and i in self.partitions:
             del self.partitions[i]
-            self.rt.heal()
-            for side_a, side_b in self.partitions.values():  # the others stay
-                self.rt.partition(list(side_a), list(side_b))
+            with self.rt.network_change():
+                self.rt.heal()
+                for side_a, side_b in self.partitions.values():  # the others stay
+                    self.rt.partition(list(side_a), list(side_b))
             detail["healed"] = True
         if isinstance(a, Delay | Drop) and i in self.links:
             del self.links[i]
@@ -398,10 +404,7 @@ class Injector:
     def heal_all(self) -> list[str]:
         """Undo everything still in effect (the end of the run); what was undone."""
         undone = []
-        self.partitions.clear()
-        self.links.clear()
-        self.rt.heal()
-        self.rt.clear_faults()
+        self._heal_network()
         for i in sorted(self.done):
             done = self.done.pop(i)
             for node in done.nodes_down:
