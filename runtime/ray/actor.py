@@ -11,6 +11,8 @@ terminates itself (the runtime never leaves a dead process's actor running).
 from __future__ import annotations
 
 import asyncio
+import os
+from collections import Counter
 from typing import Any
 
 import ray
@@ -41,6 +43,7 @@ class ProcessActor:
         self._watch_futs: dict[asyncio.Future[Any], str] = {}  # watch -> watcher id
         self._watch_registered: set[asyncio.Future[Any]] = set()
         self._links_at_exit: frozenset[Pid] = frozenset()
+        self._received: Counter[str] = Counter()  # signals in, by kind (see `info`)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -111,6 +114,15 @@ class ProcessActor:
     async def ping(self) -> str:
         return "pong"
 
+    async def info(self) -> dict[str, Any]:
+        """What runs here, for operators matching OS processes to Sediment processes."""
+        proc = self.proc
+        return {"os_pid": os.getpid(), "pid": repr(self.pid),
+                "label": proc.label if proc is not None else None,
+                "received": dict(self._received.most_common(RECEIVED_KINDS)),
+                "names": list(proc.names) if proc is not None else [],
+                "alive": proc is not None and proc.alive}
+
     @ray.method(concurrency_group="signals")
     async def set_net(self, rules: Any) -> None:
         """The runtime's network faults changed (see `BatchingTransport`)."""
@@ -152,6 +164,7 @@ class ProcessActor:
         proc, reorder = self.proc, self._reorder
         if proc is None or reorder is None or not proc.alive:
             return
+        self._received[_kind(sig)] += 1
         try:
             ready = reorder.accept(sender, seq, sig)
         except MailboxOverflow as exc:  # the reorder buffer overflowed: the process fails
@@ -186,6 +199,24 @@ class _WatchRegistration:
 
     def __init__(self, fut: asyncio.Future[Any]) -> None:
         self.fut = fut
+
+
+RECEIVED_KINDS = 12  # the most frequent kinds `info` reports
+
+
+def _kind(sig: Signal) -> str:
+    """A signal's kind for the counts: a message's type, or its tag if a tagged tuple."""
+    if not isinstance(sig, MessageSignal):
+        return type(sig).__name__
+    payload = sig.payload
+    if isinstance(payload, Call):
+        payload = payload.request
+        prefix = "call:"
+    else:
+        prefix = ""
+    if isinstance(payload, tuple) and payload and isinstance(payload[0], str):
+        return prefix + payload[0]
+    return prefix + type(payload).__name__
 
 
 def _portable(value: Any) -> Any:
