@@ -38,7 +38,7 @@ from sediment.actors.blocks.errors import (
 )
 from sediment.actors.blocks.jobs import JobStatus, PollRequest
 from sediment.actors.blocks.meta import BlockMeta, compacted_block_id, shard_for_key
-from sediment.actors.blocks.metastore import JobInfo, PreparePlan
+from sediment.actors.blocks.metastore import ApplyPlan, JobInfo, PreparePlan
 from sediment.actors.blocks.planner import LevelConfig, PlannerConfig
 from sediment.actors.blocks.scheduler import SchedulerConfig
 from sediment.actors.blocks.service import MetastoreConfig
@@ -427,6 +427,27 @@ def test_the_metastore_leader_killed_between_prepare_and_apply(cluster: Any) -> 
     wait_for(cluster, lambda: compacted(cluster), timeout=120)
     assert sorted(live_rows(cluster), key=lambda r: r.revision) == history.rows
     assert_reads_match(cluster, history)
+
+
+def test_idle_polls_write_only_their_prepare_entry_and_move_the_raft_clock(
+        cluster: Any) -> None:
+    """With nothing to compact, a poll's prepared update changes nothing: the service
+    answers it without proposing the apply (Pyroscope writes both; the apply would change
+    nothing), and the prepare entries alone move the raft clock the cleanup reads."""
+    rt = cluster.rt
+    wait_for(cluster, lambda: (cluster.service_status() or {}).get("idle", 0) >= 3)
+    before = cluster.service_status()
+    rt.sleep(2.0)
+    after = cluster.service_status()
+    assert before is not None and after is not None
+    assert after["idle"] > before["idle"] and after["raft_time"] > before["raft_time"]
+    leader = cluster.leader()
+    status = cluster.node(leader).raft_status()
+    first = max(status["snapshot_index"] + 1, status["last_index"] - 20)
+    commands = [rt.call(raft_name(METASTORE_GROUP, leader), ("read", i))[1]
+                for i in range(first, status["last_index"] + 1)]
+    assert any(isinstance(c, PreparePlan) for c in commands)
+    assert not any(isinstance(c, ApplyPlan) for c in commands), commands
 
 
 def test_the_service_moves_with_leadership(cluster: Any) -> None:

@@ -42,7 +42,13 @@ from sediment.actors.blocks import gc, merge
 from sediment.actors.blocks import orphans as orph
 from sediment.actors.blocks import planner as pl
 from sediment.actors.blocks.errors import ErrMalformedCommand
-from sediment.actors.blocks.jobs import PlanUpdate, PollRequest, PollResponse
+from sediment.actors.blocks.jobs import (
+    PlanUpdate,
+    PollRequest,
+    PollResponse,
+    changes_nothing,
+    response_for,
+)
 from sediment.actors.blocks.metastore import (
     ApplyPlan,
     FindOrphans,
@@ -81,6 +87,7 @@ class _Service:
     raft_time: float | None = None  # entry time of the latest applied plan
     swept: set[str] = field(default_factory=set)  # tombstones whose files are gone
     served: int = 0
+    idle: int = 0  # of those served, polls that changed nothing (no apply proposed)
     refused: int = 0
     deleted: int = 0
     gc_after: tuple[int, str] | None = None  # where the next orphan pass goes on
@@ -137,7 +144,7 @@ async def _take(svc: _Service, msg: Any) -> None:
             svc.waiting.append(msg)
     elif kind == "status":
         ctx.reply(msg.from_, {"node": ctx.self().node, "term": svc.term, "served": svc.served,
-                              "refused": svc.refused, "waiting": len(svc.waiting),
+                              "idle": svc.idle, "refused": svc.refused, "waiting": len(svc.waiting),
                               "raft_time": svc.raft_time, "deleted_files": svc.deleted,
                               "orphans_deleted": dict(svc.orphans_deleted),
                               "recent_orphans": list(svc.recent_orphans)})
@@ -146,7 +153,9 @@ async def _take(svc: _Service, msg: Any) -> None:
 
 
 async def _serve(svc: _Service, call: Call) -> None:
-    """One poll: prepare, then apply, through the local raft member."""
+    """One poll: prepare, then apply, through the local raft member. A prepared update
+    that changes nothing is answered without the apply (an idle pool's polls then write
+    one entry each, not two); its prepare entry still moves the raft clock on."""
     ctx = svc.ctx
     prepared = await _propose(svc, PreparePlan(call.request[1]))
     if prepared[0] != "ok" or not isinstance(prepared[2], PlanUpdate):
@@ -154,13 +163,17 @@ async def _serve(svc: _Service, call: Call) -> None:
         ctx.reply(call.from_, _refusal(prepared))
         return
     await ctx.failpoint(AFTER_PREPARE)
-    applied = await _propose(svc, ApplyPlan(prepared[2]))
-    if applied[0] != "ok" or not isinstance(applied[2], PollResponse):
-        svc.refused += 1
-        _logger.info("plan not applied", reply=repr(applied)[:200])
-        ctx.reply(call.from_, _refusal(applied))
-        return
-    response: PollResponse = applied[2]
+    if changes_nothing(prepared[2]):
+        svc.idle += 1
+        response = response_for(prepared[2])
+    else:
+        applied = await _propose(svc, ApplyPlan(prepared[2]))
+        if applied[0] != "ok" or not isinstance(applied[2], PollResponse):
+            svc.refused += 1
+            _logger.info("plan not applied", reply=repr(applied)[:200])
+            ctx.reply(call.from_, _refusal(applied))
+            return
+        response = applied[2]
     svc.served += 1
     svc.raft_time = response.now if svc.raft_time is None else max(svc.raft_time, response.now)
     ctx.reply(call.from_, ("ok", response))
