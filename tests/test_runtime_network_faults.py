@@ -112,3 +112,24 @@ def test_message_loss_spares_exit_and_down_signals(rt: Any) -> None:
     process that died behind a lossy link."""
     rt.set_faults("n2", "n1", drop=1.0)
     assert rt.run(_watch_and_wait, "n2", node="n1") == (["Down", "Exit"], True)
+
+
+def test_changes_made_in_one_network_change_take_effect_together(rt: Any) -> None:
+    """The nemesis rebuilds its link faults as a clear then the links it keeps: made in
+    one block, the processes get the end result (on Ray in one push) and never a
+    cleared network in between."""
+    _echoes(rt)
+    rt.partition(["n1"], ["n3"])
+    with rt.network_change():
+        rt.heal()
+        rt.clear_faults()
+        rt.set_faults("n1", "n2", drop=1.0)
+        rt.set_faults("n2", "n1", drop=1.0)
+    assert rt.run(_probe, "n2", 1, node="n1") == ("lost", "timeout")
+    assert rt.run(_probe, "n3", 2, node="n1") == (("pong", 2), ("echo", 2))  # healed
+    with rt.network_change():
+        with rt.network_change():  # nested: one push, when the outer block ends
+            rt.clear_faults()
+        rt.partition(["n1"], ["n3"])
+    assert rt.run(_probe, "n2", 3, node="n1") == (("pong", 3), ("echo", 3))
+    assert rt.run(_probe, "n3", 4, node="n1") == ("lost", "timeout")
