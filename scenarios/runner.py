@@ -286,8 +286,12 @@ class _Run:
                 tier.history_compactor, tier.CompactorConfig(self.nodes,
                                                              blocks.history_compaction),
                 node=CLIENT_NODE, label="scenario-history-compactor"))
+        if not self.rt.wait_warm(t.start_timeout / 4):
+            self.notes.append("the runtime was still starting spare processes when the "
+                              "run's clock started")
         self.timings["spawn"] = time.monotonic() - began
-        self.t0 = self.rt.now()  # the run's clock starts once every process runs
+        self.t0 = self.rt.now()  # the run's clock starts once every process runs and the
+        # runtime's spare processes have booted (on Ray their start is seconds of CPU)
         go = processes.Go(self.t0, self.t0 + s.duration)
         for pid in [*traffic, *self.watchers]:
             self.rt.send(pid, go)

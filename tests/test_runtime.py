@@ -570,5 +570,18 @@ def test_warm_pool_serves_spawns_and_refills() -> None:
         assert rt.call(pid, 1) == ("echo", 1)
         assert pid.id == warm["n2"][0]  # the spawn took the oldest warm actor
         assert eventually(rt, lambda: pools() == {"n1": 2, "n2": 2}, timeout=60)
+        for _ in range(3):  # a burst: the pool refills behind it
+            rt.spawn(echo, node="n1")
+        assert rt.wait_warm(120)  # returns once no replacement is still booting
+        assert {n: len(p) for n, p in ray.get(rt.registry.pooled.remote()).items()} == {
+            "n1": 2, "n2": 2}
     finally:
         rt.shutdown()
+
+
+def test_wait_warm_on_the_simulator_has_nothing_to_wait_for() -> None:
+    from sediment.runtime import api
+
+    with api.start("sim", seed=1, nodes=("n1",)) as rt:
+        rt.spawn(echo)
+        assert rt.wait_warm(0.0)

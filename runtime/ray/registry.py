@@ -46,6 +46,10 @@ class Registry:
         """Ids of the warm actors per node (for status and tests)."""
         return {node: [p.id for p in pool] for node, pool in self.pool.items()}
 
+    async def warming(self) -> int:
+        """Warm actors still starting (a burst of spawns leaves Ray workers booting)."""
+        return sum(self._warming.values())
+
     async def checkout(self, node: str) -> Pid | None:
         """An idle process actor on `node`, or None when the pool is empty."""
         pool = self.pool.get(node)

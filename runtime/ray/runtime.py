@@ -41,6 +41,7 @@ from .transport import (
 )
 
 DRIVER = Pid("driver", "driver")
+WARM_POLL = 0.1  # seconds between looks at the warm pools in wait_warm
 
 
 def ensure_ray(address: str | None = None) -> None:
@@ -176,6 +177,14 @@ class RayRuntime(Runtime):
         if node not in self.nodes:
             raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
         return node
+
+    def wait_warm(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while ray.get(self.registry.warming.remote(), timeout=30) > 0:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(WARM_POLL)
+        return True
 
     @contextlib.contextmanager
     def network_change(self) -> Iterator[None]:
