@@ -316,6 +316,7 @@ def test_happy_path() -> None:
     assert fx == [ProposeCompact(cid, 40), SetTimer(12.2, cid, "propose")]
     s, fx = feed(s, ProposeResult(cid, 40, True, 10.5))
     assert fx == [CycleEnded(cid, "compacted", 40, (), 0.5)]
+    assert fx[0].mins == tuple(zip(NODES, (50, 41, 60), strict=True))  # for the log
     assert s.cycle is None and s.last_revision == 40
 
 

@@ -114,6 +114,7 @@ async def _execute(ctx: Process, effect: cc.Effect, config: cc.CoordinatorConfig
     elif isinstance(effect, cc.CycleEnded):
         _logger.info("compaction cycle ended", cycle=(effect.cycle.term, effect.cycle.seq),
                      outcome=effect.outcome, revision=effect.revision, failed=effect.nodes,
+                     mins=dict(effect.mins),
                      seconds=round(effect.duration, 3))
     return None
 

@@ -225,13 +225,16 @@ class SetTimer:
 @dataclass(frozen=True, slots=True)
 class CycleEnded:
     """For logs and metrics. revision: the compaction revision (0 if never computed);
-    nodes: the ones that failed the cycle (silent or refusing)."""
+    nodes: the ones that failed the cycle (silent or refusing); mins: what each node
+    reported in the "min" phase (logged, so a cycle held back by one node's minimum shows
+    which node; not compared)."""
 
     cycle: CycleId
     outcome: Outcome
     revision: int
     nodes: tuple[NodeId, ...]
     duration: float
+    mins: tuple[tuple[NodeId, int], ...] = field(default=(), compare=False)
 
 
 Effect = (SendMinRequest | QueryHold | SendNotice | SendRollback | ProposeCompact | SetTimer
@@ -433,7 +436,8 @@ def _end_cycle(
     rollbacks: tuple[Effect, ...] = ()
     if cycle.phase in ("notice", "retry"):
         rollbacks = tuple(SendRollback(n, cycle.id, cycle.revision) for n in cycle.nodes)
-    ended = CycleEnded(cycle.id, outcome, cycle.revision, nodes, now - cycle.started_at)
+    ended = CycleEnded(cycle.id, outcome, cycle.revision, nodes, now - cycle.started_at,
+                       tuple(sorted(cycle.mins.items())))
     return replace(state, cycle=None), (*rollbacks, ended)
 
 
