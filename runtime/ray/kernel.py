@@ -23,7 +23,6 @@ from ..kernel import ProcessFn, SpawnOpts
 from ..messages import CallRef, DownSignal, ExitSignal, ReplySignal, Signal
 from ..pid import Pid, Ref
 from ..reasons import NOPROC
-from .names import NameCache, follow_run
 from .spawning import spawn_async
 from .transport import (
     LOST,
@@ -54,7 +53,6 @@ class RayKernel:
         self._inject = inject
         self._on_exit = on_exit
         self._watches: dict[tuple[Pid, Ref | None], asyncio.Task[Any]] = {}
-        self.names = NameCache(follow_run)
 
     def now(self) -> float:
         return time.monotonic()
@@ -128,15 +126,10 @@ class RayKernel:
             raise NameTaken(name, holder)
 
     async def unregister(self, src: Process, name: str) -> None:
-        self.names.forget(name)
         await self.registry.unregister.remote(name, self.me)
 
     async def whereis(self, src: Process | None, name: str) -> Pid | None:
-        pid = self.names.get(name, self.now())
-        if pid is None:
-            pid = await self.registry.whereis.remote(name)
-            if pid is not None:
-                self.names.put(name, pid, self.now())
+        pid: Pid | None = await self.registry.whereis.remote(name)
         return pid
 
     def kill(self, src: Process | None, pid: Pid) -> None:

@@ -28,7 +28,6 @@ from ..pid import Pid
 from ..reasons import KILL
 from ..sim.network import Network
 from ..validation import make_spawn_opts
-from .names import NameCache, follow_run
 from .registry import start_registry
 from .spawning import spawn_sync
 from .transport import (
@@ -81,7 +80,6 @@ class RayRuntime(Runtime):
         self.registry = start_registry(self.config)
         self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
         self.net = Network(random.Random(), cross_node_delay=(0.0, 0.0))
-        self.names = NameCache(follow_run)
         self._net_depth = 0  # open network_change blocks
         self._net_dirty = False  # rules changed inside them, not pushed yet
 
@@ -211,11 +209,7 @@ class RayRuntime(Runtime):
                 ray.get(ref, timeout=30)
 
     def whereis(self, name: str) -> Pid | None:
-        pid = self.names.get(name, self.now())
-        if pid is None:
-            pid = ray.get(self.registry.whereis.remote(name), timeout=30)
-            if pid is not None:
-                self.names.put(name, pid, self.now())
+        pid: Pid | None = ray.get(self.registry.whereis.remote(name), timeout=30)
         return pid
 
     def processes(self) -> list[Pid]:
