@@ -381,6 +381,30 @@ def test_name_is_freed_when_the_process_dies(rt: Any) -> None:
     assert rt.whereis("server") == again != pid
 
 
+async def _lookups(ctx: Process, name: str) -> None:
+    """Answers each "where" with its own lookup of `name`."""
+    while True:
+        msg = await ctx.receive()
+        ctx.send(msg[1], ("at", await ctx.whereis(name)))
+
+
+async def _ask(ctx: Process, looker: Pid) -> Any:
+    ctx.send(looker, ("where", ctx.self()))
+    return (await ctx.receive(timeout=10))[1]
+
+
+def test_a_process_that_looked_a_name_up_finds_its_next_holder(rt: Any) -> None:
+    first = rt.spawn(echo, name="server", node="n2")
+    looker = rt.spawn(_lookups, "server", node="n1")
+    assert rt.run(_ask, looker) == first
+    assert rt.run(_ask, looker) == first  # asked again: the same answer
+    rt.kill(first)
+    assert eventually(rt, lambda: rt.run(_ask, looker) is None)
+    second = rt.spawn(echo, name="server", node="n3")
+    assert eventually(rt, lambda: rt.run(_ask, looker) == second)
+    assert rt.call("server", 1) == ("echo", 1)
+
+
 # --- killing ---
 
 
