@@ -13,8 +13,11 @@ from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.cluster import Cluster, WatchCanceled
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.node import BEFORE_WATCHER_SPAWN
 from sediment.actors.kv.types import Compare, Put
 from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.messages import Call
+from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
 
@@ -90,9 +93,22 @@ def test_compaction_cycle_waits_for_a_slow_watch(rt: Any, tmp_path: Path) -> Non
         views = [cluster.node(n).status() for n in cluster.nodes]
         return int(pick(v["compact_revision"] for v in views if v is not None))
 
-    # a cycle may have run meanwhile (nothing held it): replay from above its floor
-    start_rev = next(r for r in written if r > compacted(max))
-    slow = kv.session("n3").watch(b"w", start_revision=start_rev)  # replays; not read yet
+    session = kv.session("n3")
+    slow = None
+    for _ in range(10):  # a cycle may run (nothing holds it) until the watch is admitted
+        # a replay of 3 events or more is more than the session fetches for an unread
+        # client (half of its 4 pending): the watch stays behind
+        behind = [r for r in written if r > compacted(max)]
+        if len(behind) < 3:
+            written += [kv.put(b"w", b"more").revision for _ in range(3)]
+            continue
+        start_rev = behind[0]
+        try:
+            slow = session.watch(b"w", start_revision=start_rev)  # replays; not read yet
+            break
+        except WatchCanceled:
+            continue
+    assert slow is not None
     for i in range(5):
         head = kv.put(b"other", str(i).encode()).revision
     rt.sleep(5.0)  # two cycles or more
@@ -131,6 +147,40 @@ def test_sessions_end_with_their_owner_or_a_close_message(rt: Any, tmp_path: Pat
     assert watches() == 1
     rt.send(session.pid, ("close",))
     assert eventually(rt, lambda: not rt.is_alive(session.pid) and watches() == 0)
+
+
+async def _opener(ctx: Process, node_name: str) -> None:
+    """Open a session (a slow start, here), then give its pid to whoever calls."""
+    session = await ctx.call(node_name, ("open_watcher",), timeout=120)
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, Call):
+            ctx.reply(msg.from_, session)
+
+
+def test_a_node_keeps_answering_while_a_watcher_session_starts(rt: Any, tmp_path: Path) -> None:
+    """A session's start can take seconds (on Ray a worker process may boot for it): the
+    node goes on answering meanwhile, so its coordinator and clients are not held up, and
+    the session learns what was applied while it started."""
+    cluster = start(rt, tmp_path)
+    kv = cluster.client()
+    kv.put(b"a", b"0")
+    node = rt.whereis(kv_node_name("n1"))
+    rt.arm_failpoint(node, BEFORE_WATCHER_SPAWN, "pause")
+    opener = rt.spawn(_opener, kv_node_name("n1"))
+    rt.sleep(0.5)
+    assert cluster.node("n1").status() is not None  # answered with the start held
+    revision = kv.put(b"a", b"1").revision
+
+    def node_status(key: str) -> int:
+        return int((cluster.node("n1").status() or {}).get(key, 0))
+
+    assert eventually(rt, lambda: node_status("committed") >= revision)
+    written = int((cluster.node("n1").raft_status() or {}).get("applied", 0))
+    rt.release_failpoint(node, BEFORE_WATCHER_SPAWN)
+    session = rt.call(opener, ("session",), timeout=60)
+    assert isinstance(session, Pid), session
+    assert eventually(rt, lambda: rt.call(session, ("positions",), timeout=10)[1] >= written)
 
 
 def test_a_failing_background_pass_keeps_the_compaction_pending_until_it_succeeds(

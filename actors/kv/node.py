@@ -15,11 +15,14 @@ key, start), ("status",), ("open_watcher",) -> the pid of a new watcher process 
 node for one session. ("open_watcher", owner, token) ties the session to a client process
 (it ends when the owner does, as a stream ends with its connection) and makes the open
 idempotent: a retry with the same token after a lost reply gets the same session, so a
-slow reply never leaves a second session behind.
+slow reply never leaves a second session behind. The spawn runs beside the loop (on Ray
+it can take seconds while a worker process boots): a node never stops answering its
+coordinator while a session starts; the new session is told what it missed meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,11 +35,13 @@ from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordin
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
 from sediment.actors.log.shell.names import raft_name
-from sediment.runtime.messages import Call, Down
+from sediment.runtime.messages import Call, CallRef, Down
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.kv.node")
+
+BEFORE_WATCHER_SPAWN = "kv_node.before_watcher_spawn"  # failpoint: a session start is slow
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,18 @@ class KvNodeConfig:
                                     hold=self.flush_hold)
 
 
+@dataclass(frozen=True)
+class _Spawned:
+    """A watcher session's spawn ended (`pid` None: it failed with `error`), started when
+    the node had applied `applied` and seen compaction `compact_revision`."""
+
+    key: Any
+    pid: Pid | None
+    applied: int
+    compact_revision: int
+    error: str = ""
+
+
 @dataclass
 class _Node:
     ctx: Process
@@ -69,6 +86,9 @@ class _Node:
     applied: int = 0  # the raft index the watchers have been told about
     watchers: dict[Pid, None] = field(default_factory=dict)  # insertion order: replayable
     opened: dict[tuple[Pid, Any], Pid] = field(default_factory=dict)  # (owner, token) -> session
+    # sessions being spawned: (owner, token) or a ref of its own -> the calls awaiting it
+    opening: dict[Any, list[CallRef]] = field(default_factory=dict)
+    spawns: set[asyncio.Task[None]] = field(default_factory=set)
     coordinator: Pid | None = None
     leader: tuple[str | None, int] = (None, 0)
     promise_file: str | None = None
@@ -129,6 +149,8 @@ async def _handle(node: _Node, msg: Any) -> None:
         node.state = adm.cancel_watch(node.state, (str(msg[1]), msg[2]))
     elif isinstance(msg, Call):
         await _on_call(node, msg)
+    elif isinstance(msg, _Spawned):
+        _spawned(node, msg)
     elif isinstance(msg, Down):
         await _down(node, msg.pid, msg.reason)
     else:
@@ -147,8 +169,7 @@ async def _on_call(node: _Node, call: Call) -> None:
             return
         ctx.reply(call.from_, verdict)
     elif kind == "open_watcher":
-        ctx.reply(call.from_, await _open_watcher(
-            node, req[1:] if isinstance(req, tuple) else ()))
+        _open_watcher(node, call, req[1:] if isinstance(req, tuple) else ())
     elif kind == "status":
         ctx.reply(call.from_, {
             "node": ctx.self().node, "committed": node.state.committed,
@@ -211,28 +232,71 @@ def _keep_promise(node: _Node) -> None:
         node.promised = floor
 
 
-async def _open_watcher(node: _Node, args: tuple[Any, ...]) -> Any:
-    """A session for ("open_watcher",) or ("open_watcher", owner, token): the one already
-    opened under (owner, token) if it still runs, else a new one."""
-    from sediment.actors.kv.watcher import watcher
-
-    owner: Pid | None = None
-    key = None
+def _open_watcher(node: _Node, call: Call, args: tuple[Any, ...]) -> None:
+    """("open_watcher",) or ("open_watcher", owner, token): the session already opened
+    under (owner, token) if it still runs, else a new one, answered when it has started."""
+    ctx = node.ctx
+    key: Any
     if args:
         if len(args) != 2 or not isinstance(args[0], Pid):
-            return ("error", "open_watcher takes () or (owner pid, token)")
-        owner, key = args[0], (args[0], args[1])
+            ctx.reply(call.from_, ("error", "open_watcher takes () or (owner pid, token)"))
+            return
+        key = (args[0], args[1])
         if key in node.opened:
-            return node.opened[key]
+            ctx.reply(call.from_, node.opened[key])
+            return
+        if key in node.opening:  # a retry while the first open is starting
+            node.opening[key].append(call.from_)
+            return
+    else:
+        key = ctx.make_ref()
+    node.opening[key] = [call.from_]
+    owner = args[0] if args else None
+    task = asyncio.get_running_loop().create_task(_spawn_session(node, key, owner))
+    node.spawns.add(task)
+    task.add_done_callback(node.spawns.discard)
+
+
+async def _spawn_session(node: _Node, key: Any, owner: Pid | None) -> None:
+    """Beside the node's loop: start a session from what the node has applied now; the
+    loop registers it (`_spawned`)."""
+    from sediment.actors.kv.watcher import watcher
+
     ctx = node.ctx
-    pid = await ctx.spawn(watcher, ctx.self(), node.raft, node.applied,
-                          adm.floor(node.state), node.config.watcher_max_pending,
-                          node.config.progress_interval, owner)
+    applied, compact_rev = node.applied, node.compact_revision
+    try:
+        await ctx.failpoint(BEFORE_WATCHER_SPAWN)
+        pid = await ctx.spawn(watcher, ctx.self(), node.raft, applied, adm.floor(node.state),
+                              node.config.watcher_max_pending,
+                              node.config.progress_interval, owner)
+    except Exception as exc:  # noqa: BLE001 - the callers get the error, the node goes on
+        if ctx.alive:
+            ctx.send(ctx.self(), _Spawned(key, None, applied, compact_rev, repr(exc)[:200]))
+        return
+    ctx.send(ctx.self(), _Spawned(key, pid, applied, compact_rev))
+
+
+def _spawned(node: _Node, done: _Spawned) -> None:
+    """Register a started session, tell it what was applied while it started, answer
+    everyone who asked for it."""
+    ctx = node.ctx
+    waiting = node.opening.pop(done.key, [])
+    if done.pid is None:
+        _logger.warning("a watcher session did not start", error=done.error)
+        for caller in waiting:
+            ctx.reply(caller, ("error", f"the watcher session did not start: {done.error}"))
+        return
+    pid = done.pid
     node.watchers[pid] = None
-    if key is not None:
-        node.opened[key] = pid
+    if isinstance(done.key, tuple):
+        node.opened[done.key] = pid
     ctx.monitor(pid)
-    return pid
+    if node.applied > done.applied:
+        ctx.send(pid, ("committed", node.applied, None))  # None: it reads what it missed
+    if node.compact_revision > done.compact_revision:
+        ctx.send(pid, ("floor", node.compact_revision))
+    for caller in waiting:
+        ctx.reply(caller, pid)
 
 
 def _progress(node: _Node, watcher: Pid, positions: dict[int, int]) -> None:
