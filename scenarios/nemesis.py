@@ -134,10 +134,13 @@ class Injector:
         self.links: dict[int, list[tuple[str, str, tuple[float, float] | None, float]]] = {}
         self.armed: list[tuple[int, Pid, str, str]] = []  # crash failpoints: fault, pid, ...
         self.paused: dict[Pid, ProcessTarget] = {}  # suspended processes, in pause order
+        self.known_leader: str | None = None  # while applying: the leader a wait just saw
 
     # -- resolving targets --
 
     def _leader(self) -> str | None:
+        if self.known_leader is not None:
+            return self.known_leader
         leader = self.cluster.leader()
         return leader if isinstance(leader, str) else None
 
@@ -197,8 +200,16 @@ class Injector:
 
     # -- applying --
 
-    def apply(self, i: int, fault: Fault) -> dict[str, Any]:
-        """Start fault `i`; returns the detail for the timeline."""
+    def apply(self, i: int, fault: Fault, leader: str | None = None) -> dict[str, Any]:
+        """Start fault `i`; returns the detail for the timeline. `leader`: the KV leader
+        as a trigger's wait just saw it (a `leader` target then needs no lookup)."""
+        self.known_leader = leader
+        try:
+            return self._apply(i, fault)
+        finally:
+            self.known_leader = None
+
+    def _apply(self, i: int, fault: Fault) -> dict[str, Any]:
         done = _Done()
         self.done[i] = done
         a = fault.action

@@ -118,6 +118,12 @@ def needs_log(trigger: Trigger) -> bool:
     return trigger in ("notice", "compact_entry")
 
 
+def needs_kv(trigger: Trigger) -> bool:
+    """Whether deciding `trigger` needs the KV nodes' answers (their floors); a waiter
+    that asks only the raft members sees a short moment sooner."""
+    return trigger == "notice"
+
+
 def describe(view: ClusterView) -> str:
     """One line: each member's role, head, compact revision and floor."""
     parts = []
@@ -143,4 +149,5 @@ def leaders(views: Sequence[ClusterView]) -> list[tuple[float, str | None]]:
     return out
 
 
-__all__ = ["ClusterView", "MemberView", "describe", "holds", "leaders", "member", "needs_log"]
+__all__ = ["ClusterView", "MemberView", "describe", "holds", "leaders", "member", "needs_kv",
+           "needs_log"]

@@ -622,15 +622,16 @@ def _dict(x: Any) -> dict[str, Any] | None:
 
 
 async def wait_for(ctx: Process, nodes: tuple[str, ...], trigger: Trigger, deadline: float,
-                   interval: float) -> tuple[bool, float, str]:
-    """Process entry: poll until `trigger` holds or `deadline`; (hit, time, what was seen)."""
+                   interval: float) -> tuple[bool, float, str, str | None]:
+    """Process entry: poll until `trigger` holds or `deadline`; (hit, time, what was seen,
+    the leader then: the member a `leader` target means, without asking again)."""
     last = None
     while True:
-        last = await view(ctx, nodes, observe.needs_log(trigger))
-        if observe.holds(trigger, last):
-            return True, ctx.now(), observe.describe(last)
-        if ctx.now() + interval >= deadline:
-            return False, ctx.now(), observe.describe(last)
+        last = await view(ctx, nodes, observe.needs_log(trigger), observe.needs_kv(trigger))
+        hit = observe.holds(trigger, last)
+        if hit or ctx.now() + interval >= deadline:
+            leader = last.leader()
+            return hit, ctx.now(), observe.describe(last), leader.node if leader else None
         await ctx.sleep(interval)
 
 

@@ -334,9 +334,11 @@ class _Run:
         if step.undo:
             detail.update(injector.undo(step.fault, fault), phase="end")
         else:
+            leader = None  # as the trigger's wait saw it: no second look (seconds on Ray)
             if fault.when is not None:
-                detail.update(self._wait_for(fault))
-            detail.update(injector.apply(step.fault, fault), phase="start",
+                waited, leader = self._wait_for(fault)
+                detail.update(waited)
+            detail.update(injector.apply(step.fault, fault, leader), phase="start",
                           ranged=fault.until is not None)
         event = FaultEvent(self._now(), fault.name, detail)
         self.faults.append(event)
@@ -344,7 +346,7 @@ class _Run:
         _logger.info("fault", action=fault.name, t=round(event.t, 3), **{
             k: v for k, v in detail.items() if k in ("node", "process", "phase", "trigger")})
 
-    def _wait_for(self, fault: Fault) -> dict[str, Any]:
+    def _wait_for(self, fault: Fault) -> tuple[dict[str, Any], str | None]:
         assert fault.when is not None
         end = fault.until if fault.until is not None else self.s.duration
         if fault.when.within is not None:
@@ -358,12 +360,12 @@ class _Run:
             target = getattr(fault.action, "target", None)
             kind, args = "tier", (*args, getattr(target, "node", None))
         assert self.waiter is not None
-        hit, _, seen = trigger_waiter.waiting(
+        hit, _, seen, leader = trigger_waiter.waiting(
             self.rt.call(self.waiter, ("wait", kind, args), timeout=timeout))
         if not hit:
             self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
                               f"{fault.when.trigger} was not seen by {end:g}; applied then")
-        return {"trigger": fault.when.trigger, "hit": bool(hit), "seen": seen}
+        return {"trigger": fault.when.trigger, "hit": bool(hit), "seen": seen}, leader
 
     def _recover(self) -> processes.OpRecord | None:
         began = time.monotonic()

@@ -218,14 +218,14 @@ async def tier_moment(ctx: Process, nodes: tuple[str, ...], trigger: str,
 
 
 async def wait_for_tier(ctx: Process, nodes: tuple[str, ...], trigger: str, deadline: float,
-                        interval: float, on: str | None = None) -> tuple[bool, float, str]:
-    """Process entry: poll until `trigger` holds or `deadline`; (hit, time, what was seen)."""
+                        interval: float, on: str | None = None,
+                        ) -> tuple[bool, float, str, str | None]:
+    """Process entry: poll until `trigger` holds or `deadline`; (hit, time, what was seen,
+    None: the KV leader is not looked at here)."""
     while True:
         hit, seen = await tier_moment(ctx, nodes, trigger, on)
-        if hit:
-            return True, ctx.now(), seen
-        if ctx.now() + interval >= deadline:
-            return False, ctx.now(), seen
+        if hit or ctx.now() + interval >= deadline:
+            return hit, ctx.now(), seen, None
         await ctx.sleep(interval)
 
 

@@ -4,7 +4,7 @@ A fault with `when: {trigger: ...}` waits until its protocol moment holds (or it
 deadline). Each wait used to be a process of its own; on Ray every process is a new
 actor, and a new actor took longer to start on a loaded machine than most protocol
 phases last, so faults missed their moments. This one process serves every wait:
-("wait", kind, args) -> the poll's (hit, time, what was seen), where kind "kv" polls
+("wait", kind, args) -> the poll's (hit, time, what was seen, leader then), where kind "kv" polls
 the KV members (`processes.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
 It serves one wait at a time, which is all a run's nemesis asks for. ("stop",) ends it.
 """
@@ -36,11 +36,12 @@ async def trigger_waiter(ctx: Process) -> None:
             ctx.reply(msg.from_, ("error", ("unknown_request", request)))
 
 
-def waiting(answer: Any) -> tuple[bool, float, str]:
+def waiting(answer: Any) -> tuple[bool, float, str, str | None]:
     """The poll's answer, checked (an error reply is a bug of the caller)."""
-    if not (isinstance(answer, tuple) and len(answer) == 3 and isinstance(answer[0], bool)):
+    if not (isinstance(answer, tuple) and len(answer) == 4 and isinstance(answer[0], bool)
+            and (answer[3] is None or isinstance(answer[3], str))):
         raise RuntimeError(f"the trigger waiter answered {answer!r:.200}")
-    return answer[0], float(answer[1]), str(answer[2])
+    return answer[0], float(answer[1]), str(answer[2]), answer[3]
 
 
 __all__ = ["POLLS", "trigger_waiter", "waiting"]
