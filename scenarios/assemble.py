@@ -1,7 +1,7 @@
 """From what a run's processes reported to the history the checkers judge (pure).
 
 Sediment gives every request a raft log entry and numbers a write's revision by the
-entry's index, so the committed log the run read (`processes.log_tail`) places every
+entry's index, so the committed log the run read (`observers.log_tail`) places every
 operation:
 
 - an operation that got an answer carries its index already;

@@ -4,8 +4,9 @@ their timeline, recover, and check what happened.
 `run_scenario(scenario, backend, seed, data_dir, progress=callback) -> RunResult`.
 
 The runtime gets one node more than the cluster, `client`: the recorder, the clients,
-the watchers, the log tail and the monitor run there (processes.py), and so does the
-cluster's top supervisor and every driver call, so no fault on a KV node touches them.
+the watchers, the log tail and the monitor run there (processes.py, watch_client.py,
+observers.py), and so do the cluster's top supervisor and every driver call, so no
+fault on a KV node touches them.
 On `sim` the whole run is a function of the seed: the same seed replays the same
 history (process code iterates insertion-ordered collections, never sets, so Python's
 string hashing does not matter). On `ray` the same code runs with real processes and
@@ -49,10 +50,12 @@ from sediment.scenarios import (
     checkers,
     nemesis,
     observe,
+    observers,
     processes,
     tier,
     tier_collect,
     trigger_waiter,
+    watch_client,
 )
 from sediment.scenarios.assemble import Assembled, assemble
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
@@ -240,11 +243,11 @@ class _Run:
                                       label="scenario-recorder")
         t = self.timing
         self.monitor = self.rt.spawn(
-            processes.monitor, processes.MonitorConfig(self.nodes, self.recorder,
+            observers.monitor, observers.MonitorConfig(self.nodes, self.recorder,
                                                        t.sample_interval),
             node=CLIENT_NODE, label="scenario-monitor")
         self.tail = self.rt.spawn(
-            processes.log_tail, processes.TailConfig(self.nodes, self.recorder,
+            observers.log_tail, observers.TailConfig(self.nodes, self.recorder,
                                                      t.tail_interval),
             node=CLIENT_NODE, label="scenario-log-tail")
         if any(f.when is not None for f in self.s.faults):
@@ -276,8 +279,8 @@ class _Run:
         for spec in s.traffic.watchers:
             for _ in range(spec.count):
                 node = self.nodes[len(self.watchers) % len(self.nodes)]
-                wcfg = processes.WatcherConfig(client, spec, node, self.recorder)
-                self.watchers.append(self.rt.spawn(processes.watcher_client, wcfg,
+                wcfg = watch_client.WatcherConfig(client, spec, node, self.recorder)
+                self.watchers.append(self.rt.spawn(watch_client.watcher_client, wcfg,
                                                    node=CLIENT_NODE, label=f"watcher-{client}"))
                 client += 1
         blocks = s.cluster.blocks

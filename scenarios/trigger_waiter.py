@@ -5,7 +5,7 @@ deadline). Each wait used to be a process of its own; on Ray every process is a 
 actor, and a new actor took longer to start on a loaded machine than most protocol
 phases last, so faults missed their moments. This one process serves every wait:
 ("wait", kind, args) -> the poll's (hit, time, what was seen, leader then), where kind "kv" polls
-the KV members (`processes.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
+the KV members (`observers.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
 It serves one wait at a time, which is all a run's nemesis asks for. ("stop",) ends it.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
-from sediment.scenarios import processes, tier
+from sediment.scenarios import observers, tier
 
-POLLS = {"kv": processes.wait_for, "tier": tier.wait_for_tier}
+POLLS = {"kv": observers.wait_for, "tier": tier.wait_for_tier}
 
 
 async def trigger_waiter(ctx: Process) -> None:

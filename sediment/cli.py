@@ -248,9 +248,9 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 def _members(rt: Any, nodes: tuple[str, ...]) -> list[dict[str, Any]]:
     from dataclasses import asdict
 
-    from sediment.scenarios import processes, runner
+    from sediment.scenarios import observers, runner
 
-    view = rt.run(processes.view, nodes, node=runner.CLIENT_NODE, timeout=60)
+    view = rt.run(observers.view, nodes, node=runner.CLIENT_NODE, timeout=60)
     return [asdict(m) for m in view.members]
 
 

@@ -39,8 +39,9 @@ from sediment.scenarios.checkers import linearizability as lin
 from sediment.scenarios.checkers.kv_model import OUT_OF_ORDER, KvModel
 from sediment.scenarios.checkers.watch_guarantees import log_events
 from sediment.scenarios.history import Failure, History, Op
-from sediment.scenarios.processes import OpRecord, compaction_times, resume_point
+from sediment.scenarios.processes import OpRecord, compaction_times
 from sediment.scenarios.runner import RunResult, run_scenario
+from sediment.scenarios.watch_client import resume_point
 
 LIBRARY = Path(__file__).resolve().parents[1] / "scenarios" / "library"
 SEEDS = int(os.environ.get("SEDIMENT_SCENARIO_SEEDS", "2"))

@@ -1,0 +1,169 @@
+"""The processes of a scenario run that observe the cluster from outside.
+
+- `view`: every member's status at once, and the Compact entries the leader has not
+  applied yet (`observe.ClusterView`).
+- `wait_for`: polls until a protocol moment (`observe.holds`) is under way, asking only
+  the members that moment needs.
+- `log_tail`: reads every committed raft entry while members still hold it in memory:
+  the committed history, so the watch checks know every event and indeterminate
+  operations get their place in the log.
+- `monitor`: samples every member's status for the timeline (leaders, compaction).
+
+They live on the runner's `client` node, which no fault touches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.types import Compact
+from sediment.actors.log.shell.codec import from_stored
+from sediment.actors.log.shell.names import raft_name, wal_name
+from sediment.runtime.errors import CallError, ReceiveTimeout
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+from sediment.scenarios import observe
+from sediment.scenarios.processes import Entry, Missing
+from sediment.scenarios.schema import Trigger
+
+STATUS_TIMEOUT = 1.0  # seconds for one status answer while probing
+MAX_PENDING_READ = 32  # unapplied leader entries read per probe
+TAIL_BATCH = 256  # entries per report of the log tail
+TAIL_PARALLEL = 32  # entries the tail reads at once (before a snapshot drops them)
+
+
+async def _gather(ctx: Process, calls: list[tuple[str, Any]]) -> list[Any]:
+    async def one(name: str, request: Any) -> Any:
+        try:
+            return await ctx.call(name, request, timeout=STATUS_TIMEOUT)
+        except CallError:
+            return None
+    return list(await asyncio.gather(*(one(n, r) for n, r in calls)))
+
+
+async def view(ctx: Process, nodes: tuple[str, ...], read_log: bool = False,
+               kv: bool = True) -> observe.ClusterView:
+    """Every member's status at once (without `kv`, only the raft servers'); with
+    `read_log`, the Compact entries the leader has not applied yet."""
+    asked = ctx.now()  # every answer comes after this: a floor seen low was low then
+    calls = [(raft_name(KV_GROUP, n), ("status",)) for n in nodes]
+    if kv:
+        calls += [(kv_node_name(n), ("status",)) for n in nodes]
+    answers = await _gather(ctx, calls)
+    members = tuple(observe.member(n, _dict(answers[i]),
+                                   _dict(answers[len(nodes) + i]) if kv else None)
+                    for i, n in enumerate(nodes))
+    out = observe.ClusterView(asked, members)
+    leader = out.leader()
+    if read_log and leader is not None and leader.last_index > leader.applied:
+        hi = min(leader.last_index, leader.applied + MAX_PENDING_READ)
+        name = raft_name(KV_GROUP, leader.node)
+        got = await _gather(ctx, [(name, ("read", i)) for i in range(leader.applied + 1, hi + 1)])
+        pending = tuple(r[1].revision for r in got if isinstance(r, tuple) and r[0] == "ok"
+                        and isinstance(r[1], Compact))
+        out = replace(out, pending_compacts=pending)
+    return out
+
+
+def _dict(x: Any) -> dict[str, Any] | None:
+    return x if isinstance(x, dict) else None
+
+
+async def wait_for(ctx: Process, nodes: tuple[str, ...], trigger: Trigger, deadline: float,
+                   interval: float) -> tuple[bool, float, str, str | None]:
+    """Process entry: poll until `trigger` holds or `deadline`; (hit, time, what was seen,
+    the leader then: the member a `leader` target means, without asking again)."""
+    last = None
+    while True:
+        last = await view(ctx, nodes, observe.needs_log(trigger), observe.needs_kv(trigger))
+        hit = observe.holds(trigger, last)
+        if hit or ctx.now() + interval >= deadline:
+            leader = last.leader()
+            return hit, ctx.now(), observe.describe(last), leader.node if leader else None
+        await ctx.sleep(interval)
+
+
+@dataclass(frozen=True)
+class TailConfig:
+    nodes: tuple[str, ...]
+    recorder: Pid
+    interval: float
+
+
+async def log_tail(ctx: Process, cfg: TailConfig) -> None:
+    """Process entry: report committed entries in order until ("stop", upto) and every
+    entry up to `upto` was reported."""
+    next_index, stop_at = 1, None
+    while True:
+        try:
+            msg = await ctx.receive(lambda m: isinstance(m, tuple) and m[:1] == ("stop",),
+                                    timeout=0)
+            stop_at = int(msg[1])
+        except ReceiveTimeout:
+            pass
+        if stop_at is not None and next_index > stop_at:
+            ctx.send(cfg.recorder, ("done", "tail"))
+            return
+        current = await view(ctx, cfg.nodes, kv=False)
+        members = sorted((m for m in current.members if m.up), key=lambda m: -m.commit)
+        commit = members[0].commit if members else 0
+        if stop_at is not None:
+            commit = min(commit, stop_at)
+        batch: list[Entry] = []
+        while next_index <= commit and len(batch) < TAIL_BATCH:
+            hi = min(commit, next_index + TAIL_PARALLEL - 1)
+            batch += await asyncio.gather(*(_read_entry(ctx, i, members)
+                                            for i in range(next_index, hi + 1)))
+            next_index = hi + 1
+        if batch:
+            ctx.send(cfg.recorder, ("entries", batch))
+        if next_index > commit:
+            await ctx.sleep(cfg.interval)
+
+
+async def _read_entry(ctx: Process, index: int,
+                      members: list[observe.MemberView]) -> Entry:
+    for m in members:
+        if m.commit < index:
+            break
+        try:
+            reply = await ctx.call(raft_name(KV_GROUP, m.node), ("read", index),
+                                   timeout=STATUS_TIMEOUT)
+        except CallError:
+            continue
+        if isinstance(reply, tuple) and reply[0] == "ok":
+            return Entry(index, reply[1], ctx.now())
+    for m in members:  # gone from memory after a snapshot: the WAL may still hold it
+        try:
+            stored = await ctx.call(wal_name(m.node), ("read", KV_GROUP, index),
+                                    timeout=STATUS_TIMEOUT)
+        except CallError:
+            continue
+        if stored is not None and not isinstance(stored, tuple):
+            return Entry(index, from_stored(stored).command, ctx.now())
+    return Entry(index, Missing(), ctx.now())
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    nodes: tuple[str, ...]
+    recorder: Pid
+    interval: float
+
+
+async def monitor(ctx: Process, cfg: MonitorConfig) -> None:
+    """Process entry: a cluster sample every `interval` until ("stop",)."""
+    while True:
+        ctx.send(cfg.recorder, ("sample", await view(ctx, cfg.nodes)))
+        try:
+            await ctx.receive(lambda m: m == ("stop",), timeout=cfg.interval)
+            ctx.send(cfg.recorder, ("done", "monitor"))
+            return
+        except ReceiveTimeout:
+            pass
+
+
+__all__ = ["MonitorConfig", "TailConfig", "log_tail", "monitor", "view", "wait_for"]
