@@ -6,8 +6,10 @@ overlap). `check_supported` rejects what the runtime cannot do, before anything 
 
 `Injector` applies one step to a running `Cluster` through the runtime's driver API and
 returns what it did (the resolved node and process, for the timeline). Targets named by
-role are resolved when the fault fires: `leader` is the member leading then, `follower`
-one of the others, a role without a node a node drawn from the run's seeded `rng`.
+role are resolved when the fault fires: `leader` is the member leading then (for a fault
+that waited for a protocol moment, the leader that wait saw: asking again takes the
+driver a round of calls, longer than some moments last on Ray), `follower` one of the
+others, a role without a node a node drawn from the run's seeded `rng`.
 Semantics, both backends:
 
 - kill_process: the process is killed (as a crash); its supervisor restarts it (and, by
