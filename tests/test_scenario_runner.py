@@ -146,6 +146,29 @@ def test_faults_the_runtime_cannot_inject_are_refused_before_the_run(fault: str,
         run_scenario(s, "sim", 0)
 
 
+def test_a_leader_target_is_the_leader_the_trigger_wait_saw(tmp_path: Path) -> None:
+    """A fault that waited for a protocol moment hits the leader its wait saw then (on
+    Ray a second lookup by the driver took longer than the moment lasted); without one,
+    the injector looks the leader up when the fault fires."""
+    from sediment.actors.kv.cluster import Cluster
+    from sediment.runtime import api
+
+    s = schema.loads("name: k\nduration: 5\nfaults:\n  - {at: 1, kill_node: {node: leader}}\n")
+    rt = api.start("sim", seed=3, nodes=("client", "n1", "n2", "n3"), trace=False)
+    try:
+        cluster = Cluster.start(("n1", "n2", "n3"), data_dir=str(tmp_path / "kv"),
+                                runtime=rt, top_node="client")
+        leader = cluster.wait_ready()
+        seen = next(n for n in cluster.nodes if n != leader)  # as if it led at the moment
+        injector = nemesis.Injector(cluster, random.Random(0), dict)
+        assert injector.apply(0, s.faults[0], seen) == {"node": seen}
+        assert injector.known_leader is None  # only for that one fault
+        leader = cluster.wait_ready()
+        assert injector.apply(1, s.faults[0]) == {"node": leader}
+    finally:
+        rt.shutdown()
+
+
 def m(node: str, **kw: Any) -> observe.MemberView:
     return observe.MemberView(node, up=True, kv_up=True, **kw)
 
