@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
-from sediment.actors.kv.names import coordinator_name
+from sediment.actors.kv.names import KV_GROUP, coordinator_name, kv_node_name
+from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
 from sediment.scenarios import tier
@@ -65,6 +66,14 @@ _logger = log.get_logger("sediment.scenarios.nemesis")
 CHILD_OF_ROLE = {
     "leader": "raft:kv", "follower": "raft:kv", "kv_node": "kv-node", "wal": "wal",
     "segment_writer": "segwriter", "log_worker": "worker:kv",
+}
+# each role's registered name: the registry answers at once, while a node supervisor
+# that is restarting its children answers which_children only when it is done (seconds
+# on Ray, after a node was killed)
+NAME_OF_ROLE: dict[str, Callable[[str], str]] = {
+    "leader": lambda n: raft_name(KV_GROUP, n), "follower": lambda n: raft_name(KV_GROUP, n),
+    "kv_node": kv_node_name, "wal": wal_name, "segment_writer": segwriter_name,
+    "log_worker": lambda n: worker_name(KV_GROUP, n),
 }
 UNSUPPORTED: dict[type, str] = {}
 
@@ -177,7 +186,10 @@ class Injector:
         if role == "coordinator":
             return self.rt.whereis(coordinator_name(node)), node, None
         child = CHILD_OF_ROLE[role]
-        return self._children(node).get(child), node, child
+        pid = self.rt.whereis(NAME_OF_ROLE[role](node))
+        if pid is None:  # not registered (yet): its supervisor knows when it has started it
+            pid = self._children(node).get(child)
+        return pid, node, child
 
     def _watcher(self, node: str | None) -> tuple[Pid | None, str, str | None]:
         found = sorted(self.sessions().items())

@@ -146,27 +146,54 @@ def test_faults_the_runtime_cannot_inject_are_refused_before_the_run(fault: str,
         run_scenario(s, "sim", 0)
 
 
-def test_a_leader_target_is_the_leader_the_trigger_wait_saw(tmp_path: Path) -> None:
-    """A fault that waited for a protocol moment hits the leader its wait saw then (on
-    Ray a second lookup by the driver took longer than the moment lasted); without one,
-    the injector looks the leader up when the fault fires."""
+@pytest.fixture
+def sim_cluster(tmp_path: Path) -> Any:
+    """A 3-node KV cluster on a fresh simulator, ready."""
     from sediment.actors.kv.cluster import Cluster
     from sediment.runtime import api
 
-    s = schema.loads("name: k\nduration: 5\nfaults:\n  - {at: 1, kill_node: {node: leader}}\n")
     rt = api.start("sim", seed=3, nodes=("client", "n1", "n2", "n3"), trace=False)
     try:
         cluster = Cluster.start(("n1", "n2", "n3"), data_dir=str(tmp_path / "kv"),
                                 runtime=rt, top_node="client")
-        leader = cluster.wait_ready()
-        seen = next(n for n in cluster.nodes if n != leader)  # as if it led at the moment
-        injector = nemesis.Injector(cluster, random.Random(0), dict)
-        assert injector.apply(0, s.faults[0], seen) == {"node": seen}
-        assert injector.known_leader is None  # only for that one fault
-        leader = cluster.wait_ready()
-        assert injector.apply(1, s.faults[0]) == {"node": leader}
+        cluster.wait_ready()
+        yield cluster
     finally:
         rt.shutdown()
+
+
+def test_a_leader_target_is_the_leader_the_trigger_wait_saw(sim_cluster: Any) -> None:
+    """A fault that waited for a protocol moment hits the leader its wait saw then (on
+    Ray a second lookup by the driver took longer than the moment lasted); without one,
+    the injector looks the leader up when the fault fires."""
+    cluster = sim_cluster
+    s = schema.loads("name: k\nduration: 5\nfaults:\n  - {at: 1, kill_node: {node: leader}}\n")
+    leader = cluster.wait_ready()
+    seen = next(n for n in cluster.nodes if n != leader)  # as if it led at the moment
+    injector = nemesis.Injector(cluster, random.Random(0), dict)
+    assert injector.apply(0, s.faults[0], seen) == {"node": seen}
+    assert injector.known_leader is None  # only for that one fault
+    leader = cluster.wait_ready()
+    assert injector.apply(1, s.faults[0]) == {"node": leader}
+
+
+def test_a_process_target_is_found_by_name_while_its_supervisor_is_busy(
+        sim_cluster: Any) -> None:
+    """A node supervisor that is restarting its children answers only when it is done
+    (seconds on Ray after a node kill): a process with a registered name is found
+    through the registry, without waiting for it."""
+    from sediment.actors.log.shell.names import wal_name
+    from sediment.supervision import requests
+
+    cluster, rt = sim_cluster, sim_cluster.rt
+    top = rt.call(cluster.top, requests.which_children(), timeout=30)
+    supervisor = requests.child_pid(top, "node:n1")
+    rt.suspend(supervisor)  # as busy as one restarting its node
+    injector = nemesis.Injector(cluster, random.Random(0), dict)
+    pid, node, child = injector.process(schema.ProcessTarget(role="wal", node="n1"))
+    assert (pid, node, child) == (rt.whereis(wal_name("n1")), "n1", "wal")
+    assert pid is not None
+    rt.resume(supervisor)
 
 
 def m(node: str, **kw: Any) -> observe.MemberView:
