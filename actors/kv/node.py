@@ -263,10 +263,11 @@ async def _spawn_session(node: _Node, key: Any, owner: Pid | None) -> None:
     from sediment.actors.kv.watcher import watcher
 
     ctx = node.ctx
-    applied, compact_rev = node.applied, node.compact_revision
+    # what the session starts from (the failpoint stands for a slow spawn: part of it)
+    applied, compact_rev, floor = node.applied, node.compact_revision, adm.floor(node.state)
     try:
         await ctx.failpoint(BEFORE_WATCHER_SPAWN)
-        pid = await ctx.spawn(watcher, ctx.self(), node.raft, applied, adm.floor(node.state),
+        pid = await ctx.spawn(watcher, ctx.self(), node.raft, applied, floor,
                               node.config.watcher_max_pending,
                               node.config.progress_interval, owner)
     except Exception as exc:  # noqa: BLE001 - the callers get the error, the node goes on
