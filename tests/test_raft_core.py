@@ -665,6 +665,28 @@ def test_install_restarts_on_failure_and_timeout() -> None:
     assert of(fx, SendSnapshot) == [SendSnapshot("b", 2, 6, 1, "init")]
 
 
+def test_a_missing_snapshot_is_retried_at_the_next_heartbeat_not_at_once() -> None:
+    """The shell answers a SendSnapshot it cannot build with SnapshotSendFailed, fed back
+    before it reads its mailbox (where the news of the newer snapshot waits). Sending the
+    same missing snapshot again at once spun such a leader forever (a CI hang)."""
+    s = lagging_leader()
+    pending: list[Event] = [SnapshotSendFailed("b", 6)]
+    for _ in range(100):  # the shell's loop, with a disk that lost snapshot 6
+        if not pending:
+            break
+        s, fx = step(s, pending.pop(0))
+        pending += [SnapshotSendFailed(e.to, e.snapshot_index) for e in of(fx, SendSnapshot)]
+    assert not pending, "the leader asks again for the snapshot it was told is gone"
+    assert s.progress["b"].state == "probe"
+    # The next heartbeat tries again, from whatever snapshot the leader has by then.
+    _, fx = feed(s, Tick(s.heartbeat_due))
+    assert of(fx, SendSnapshot) == [SendSnapshot("b", 2, 6, 1, "init")]
+    newer = replace(feed(s, Persisted(10, 2))[0], commit=10, applied=10)
+    newer, _ = feed(newer, SnapshotTaken(10, 2))
+    _, fx = feed(newer, Tick(newer.heartbeat_due))
+    assert [e for e in of(fx, SendSnapshot) if e.to == "b"] == [SendSnapshot("b", 2, 10, 2, "init")]
+
+
 def install(phase: str, **kw: Any) -> Receive:
     return Receive(InstallSnapshot(G, 2, "b", 6, 1, phase, **kw), 0.0)  # type: ignore[arg-type]
 

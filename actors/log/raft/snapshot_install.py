@@ -95,9 +95,17 @@ def restart_install(s: RaftState, peer: NodeId, out: Out) -> None:
 
 
 def on_send_failed(s: RaftState, peer: NodeId, snapshot_index: int, out: Out) -> None:
+    """The shell could not build a step of this snapshot (its files are gone). With a
+    newer snapshot, start over from it now; with none, wait for the next heartbeat: the
+    shell feeds this event back without reading its mailbox, so sending the same missing
+    snapshot again at once would spin forever before it learns of the newer one."""
     pr = s.progress.get(peer)
-    if pr is not None and pr.state == "snapshot" and pr.snapshot == snapshot_index:
+    if pr is None or pr.state != "snapshot" or pr.snapshot != snapshot_index:
+        return
+    if s.snap_index > snapshot_index:
         restart_install(s, peer, out)
+        return
+    s.progress[peer] = replace(pr, state="probe", next=pr.match + 1, inflight=(), probe_sent=True)
 
 
 def _send(
