@@ -7,9 +7,10 @@ overlap). `check_supported` rejects what the runtime cannot do, before anything 
 `Injector` applies one step to a running `Cluster` through the runtime's driver API and
 returns what it did (the resolved node and process, for the timeline). Targets named by
 role are resolved when the fault fires: `leader` is the member leading then (for a fault
-that waited for a protocol moment, the leader that wait saw: asking again takes the
-driver a round of calls, longer than some moments last on Ray), `follower` one of the
-others, a role without a node a node drawn from the run's seeded `rng`.
+that waited for a protocol moment, the leader that wait saw: asking again takes a round
+of calls, longer than some moments last on Ray; otherwise `find_leader`, which the runner
+answers by asking every member at once), `follower` one of the others, a role without a
+node a node drawn from the run's seeded `rng`.
 Semantics, both backends:
 
 - kill_process: the process is killed (as a crash); its supervisor restarts it (and, by
@@ -136,8 +137,10 @@ class Injector:
     watch sessions of the run (client -> (watcher pid, node))."""
 
     def __init__(self, cluster: Any, rng: random.Random,
-                 sessions: Callable[[], dict[int, tuple[Pid, str]]]) -> None:
+                 sessions: Callable[[], dict[int, tuple[Pid, str]]],
+                 find_leader: Callable[[], str | None] | None = None) -> None:
         self.cluster, self.rt, self.rng = cluster, cluster.rt, rng
+        self.find_leader = find_leader or cluster.leader  # the KV leader now, or None
         self.nodes: tuple[str, ...] = tuple(cluster.nodes)
         self.sessions = sessions
         self.done: dict[int, _Done] = {}
@@ -152,7 +155,7 @@ class Injector:
     def _leader(self) -> str | None:
         if self.known_leader is not None:
             return self.known_leader
-        leader = self.cluster.leader()
+        leader = self.find_leader()
         return leader if isinstance(leader, str) else None
 
     def node_ref(self, ref: str) -> str:

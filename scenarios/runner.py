@@ -250,7 +250,7 @@ class _Run:
             observers.log_tail, observers.TailConfig(self.nodes, self.recorder,
                                                      t.tail_interval),
             node=CLIENT_NODE, label="scenario-log-tail")
-        if any(f.when is not None for f in self.s.faults):
+        if self.s.faults:  # it also finds the leader a fault's target means
             self.waiter = self.rt.spawn(trigger_waiter.trigger_waiter, node=CLIENT_NODE,
                                         label="scenario-trigger-waiter")
         if blocks is not None:
@@ -298,7 +298,7 @@ class _Run:
         go = processes.Go(self.t0, self.t0 + s.duration)
         for pid in [*traffic, *self.watchers]:
             self.rt.send(pid, go)
-        injector = nemesis.Injector(self.cluster, self.rng, self._sessions)
+        injector = nemesis.Injector(self.cluster, self.rng, self._sessions, self._leader_now)
         self.injector = injector
         steps = nemesis.plan(s)
         for step in steps:
@@ -331,6 +331,15 @@ class _Run:
     def _sessions(self) -> dict[int, tuple[Pid, str]]:
         answer = self.rt.call(self.recorder, ("sessions",), timeout=30)
         return answer if isinstance(answer, dict) else {}
+
+    def _leader_now(self) -> str | None:
+        """The KV leader, asked of every member at once (by the trigger waiter)."""
+        assert self.waiter is not None
+        try:
+            answer = self.rt.call(self.waiter, ("leader", self.nodes), timeout=30)
+        except RuntimeErrorBase:
+            return None
+        return answer if isinstance(answer, str) else None
 
     def _fault(self, injector: nemesis.Injector, step: nemesis.Step, fault: Fault) -> None:
         detail: dict[str, Any] = {"fault": step.fault}

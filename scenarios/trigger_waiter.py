@@ -7,6 +7,11 @@ phases last, so faults missed their moments. This one process serves every wait:
 ("wait", kind, args) -> the poll's (hit, time, what was seen, leader then), where kind "kv" polls
 the KV members (`observers.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
 It serves one wait at a time, which is all a run's nemesis asks for. ("stop",) ends it.
+
+("leader", nodes) -> the KV leader now, or None: what a fault's `leader` or `follower`
+target means when no wait just saw it. The members are asked at once with a short
+timeout; asked one by one from the driver, a member busy recovering held a fault back
+for seconds.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ async def trigger_waiter(ctx: Process) -> None:
         if (isinstance(request, tuple) and len(request) == 3 and request[0] == "wait"
                 and request[1] in POLLS):
             ctx.reply(msg.from_, await POLLS[request[1]](ctx, *request[2]))
+        elif isinstance(request, tuple) and len(request) == 2 and request[0] == "leader":
+            leader = (await observers.view(ctx, tuple(request[1]), kv=False)).leader()
+            ctx.reply(msg.from_, leader.node if leader is not None else None)
         else:
             ctx.reply(msg.from_, ("error", ("unknown_request", request)))
 

@@ -196,6 +196,34 @@ def test_a_process_target_is_found_by_name_while_its_supervisor_is_busy(
     rt.resume(supervisor)
 
 
+def test_the_leader_a_fault_means_is_found_with_every_member_asked_at_once(
+        sim_cluster: Any) -> None:
+    """The trigger waiter answers which member leads with one round of calls to all of
+    them: a member that does not answer holds the answer back for one short timeout, not
+    for the driver's 5 s per member (an etcd-17780 fault fired 8 s late on Ray)."""
+    from sediment.actors.kv.names import KV_GROUP
+    from sediment.actors.log.shell.names import raft_name
+    from sediment.scenarios import observers, trigger_waiter
+
+    cluster, rt = sim_cluster, sim_cluster.rt
+    leader = cluster.wait_ready()
+    waiter = rt.spawn(trigger_waiter.trigger_waiter, node="client")
+    assert rt.call(waiter, ("leader", cluster.nodes), timeout=30) == leader
+    stuck = rt.whereis(raft_name(KV_GROUP, next(n for n in cluster.nodes if n != leader)))
+    rt.suspend(stuck)  # a member busy (recovering): it does not answer
+    began = rt.now()
+    assert rt.call(waiter, ("leader", cluster.nodes), timeout=30) == leader
+    assert rt.now() - began < 2 * observers.STATUS_TIMEOUT  # virtual time: one round
+    began = rt.now()
+    assert cluster.leader() == leader  # the driver's own lookup waits out its 5 s
+    assert rt.now() - began >= 5.0
+    rt.resume(stuck)
+    injector = nemesis.Injector(cluster, random.Random(0), dict,
+                                lambda: rt.call(waiter, ("leader", cluster.nodes)))
+    assert injector.node_ref("leader") == leader
+    rt.send(waiter, ("stop",))
+
+
 def m(node: str, **kw: Any) -> observe.MemberView:
     return observe.MemberView(node, up=True, kv_up=True, **kw)
 
