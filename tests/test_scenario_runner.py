@@ -346,6 +346,21 @@ def test_a_lagging_node_may_cancel_a_watch_at_its_own_older_compact_revision() -
     assert revisions.check(h, local_watches=True).ok  # Sediment: a watch is node-local
 
 
+def test_a_watch_refused_at_a_raised_admission_floor_establishes_no_compaction() -> None:
+    """Found on Ray (etcd-18089): a notice raised the floors to 16, its Compact was lost
+    in a leader change, and a client's Compact 16 committed after a watch from 14 had
+    been canceled at 16. The floor is a promise (Netsy keeps it up), not a commit."""
+    from sediment.scenarios.checkers import revisions
+    from sediment.scenarios.history import WatchLog
+
+    refused = WatchLog(0, 1, b"k/", b"k0", 14, 1.0, created_t=None, end_t=1.1,
+                       end_reason="compacted", compact_revision=16)
+    h = History((op(0, Range(b"a", revision=15), 2.0, 2.5, RangeResult([], 0, False, 20), 21),
+                 op(1, Compact(16), 3.0, 4.0, CompactResult(21), 22)), (refused,))
+    assert revisions.check(h).status == "violation"  # what etcd's own watches would mean
+    assert revisions.check(h, local_watches=True).ok
+
+
 def test_log_events_replay_the_committed_log_as_a_watch_sees_it() -> None:
     events, head = log_events([(9, DeleteRange(b"a")), (3, Put(b"a", b"1")),
                                (5, Range(b"a")), (7, Put(b"a", b"2", True))])
