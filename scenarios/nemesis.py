@@ -76,6 +76,7 @@ NAME_OF_ROLE: dict[str, Callable[[str], str]] = {
     "kv_node": kv_node_name, "wal": wal_name, "segment_writer": segwriter_name,
     "log_worker": lambda n: worker_name(KV_GROUP, n),
 }
+NAME_WAIT, NAME_POLL = 2.0, 0.1  # seconds: how long and how often to look a name up again
 UNSUPPORTED: dict[type, str] = {}
 
 
@@ -189,10 +190,22 @@ class Injector:
         if role == "coordinator":
             return self.rt.whereis(coordinator_name(node)), node, None
         child = CHILD_OF_ROLE[role]
-        pid = self.rt.whereis(NAME_OF_ROLE[role](node))
+        pid = self._registered(NAME_OF_ROLE[role](node))
         if pid is None:  # not registered (yet): its supervisor knows when it has started it
             pid = self._children(node).get(child)
         return pid, node, child
+
+    def _registered(self, name: str) -> Pid | None:
+        """The name's holder; a process a node restart is starting registers within
+        moments, while its supervisor answers only once every child runs (12 s on Ray
+        once), so the registry is asked again for up to NAME_WAIT first."""
+        waited = 0.0
+        while True:
+            pid: Pid | None = self.rt.whereis(name)
+            if pid is not None or waited >= NAME_WAIT:
+                return pid
+            self.rt.sleep(NAME_POLL)
+            waited += NAME_POLL
 
     def _watcher(self, node: str | None) -> tuple[Pid | None, str, str | None]:
         found = sorted(self.sessions().items())

@@ -67,6 +67,7 @@ from sediment.scenarios.schema_blocks import TIER_TRIGGERS
 _logger = log.get_logger("sediment.scenarios.runner")
 
 CLIENT_NODE = "client"
+LEADER_WAIT = 3.0  # seconds a leader target waits for an election (a loaded Ray's included)
 RECOVERED = "recovered"
 COMMITTED_LOG = "committed_log"
 Verdict = str  # "pass" | "fail" | "unknown"
@@ -333,10 +334,11 @@ class _Run:
         return answer if isinstance(answer, dict) else {}
 
     def _leader_now(self) -> str | None:
-        """The KV leader, asked of every member at once (by the trigger waiter)."""
+        """The KV leader, asked of every member at once (by the trigger waiter); while
+        none leads (an election after a kill), for up to LEADER_WAIT."""
         assert self.waiter is not None
         try:
-            answer = self.rt.call(self.waiter, ("leader", self.nodes), timeout=30)
+            answer = self.rt.call(self.waiter, ("leader", self.nodes, LEADER_WAIT), timeout=30)
         except RuntimeErrorBase:
             return None
         return answer if isinstance(answer, str) else None

@@ -8,10 +8,11 @@ phases last, so faults missed their moments. This one process serves every wait:
 the KV members (`observers.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
 It serves one wait at a time, which is all a run's nemesis asks for. ("stop",) ends it.
 
-("leader", nodes) -> the KV leader now, or None: what a fault's `leader` or `follower`
-target means when no wait just saw it. The members are asked at once with a short
-timeout; asked one by one from the driver, a member busy recovering held a fault back
-for seconds.
+("leader", nodes, within) -> the KV leader, or None if none leads within `within`
+seconds: what a fault's `leader` or `follower` target means when no wait just saw it
+(right after the leader was killed, the next one, not a node drawn at random that may
+be the restarting one). The members are asked at once with a short timeout; asked one
+by one from the driver, a member busy recovering held a fault back for seconds.
 """
 
 from __future__ import annotations
@@ -37,11 +38,22 @@ async def trigger_waiter(ctx: Process) -> None:
         if (isinstance(request, tuple) and len(request) == 3 and request[0] == "wait"
                 and request[1] in POLLS):
             ctx.reply(msg.from_, await POLLS[request[1]](ctx, *request[2]))
-        elif isinstance(request, tuple) and len(request) == 2 and request[0] == "leader":
-            leader = (await observers.view(ctx, tuple(request[1]), kv=False)).leader()
-            ctx.reply(msg.from_, leader.node if leader is not None else None)
+        elif isinstance(request, tuple) and len(request) == 3 and request[0] == "leader":
+            ctx.reply(msg.from_, await _leader(ctx, tuple(request[1]), float(request[2])))
         else:
             ctx.reply(msg.from_, ("error", ("unknown_request", request)))
+
+
+LEADER_POLL = 0.1  # seconds between rounds while no member leads
+
+
+async def _leader(ctx: Process, nodes: tuple[str, ...], within: float) -> str | None:
+    deadline = ctx.now() + within
+    while True:
+        leader = (await observers.view(ctx, nodes, kv=False)).leader()
+        if leader is not None or ctx.now() + LEADER_POLL > deadline:
+            return leader.node if leader is not None else None
+        await ctx.sleep(LEADER_POLL)
 
 
 def waiting(answer: Any) -> tuple[bool, float, str, str | None]:

@@ -196,6 +196,34 @@ def test_a_process_target_is_found_by_name_while_its_supervisor_is_busy(
     rt.resume(supervisor)
 
 
+async def _register_later(ctx: Any, name: str) -> None:
+    await ctx.sleep(0.5)
+    await ctx.register(name)
+    await ctx.receive()
+
+
+def test_a_process_target_a_node_restart_is_starting_is_found_once_it_registers(
+        sim_cluster: Any) -> None:
+    """Its supervisor answers only once every child runs (a fault waited 12 s for that
+    on Ray): the registry is asked again for a moment first."""
+    from sediment.actors.log.shell.names import wal_name
+    from sediment.supervision import requests
+
+    cluster, rt = sim_cluster, sim_cluster.rt
+    top = rt.call(cluster.top, requests.which_children(), timeout=30)
+    supervisor = requests.child_pid(top, "node:n1")
+    rt.suspend(supervisor)  # busy restarting: it starts nothing and answers nothing
+    rt.kill(rt.whereis(wal_name("n1")))
+    rt.sleep(0.1)
+    assert rt.whereis(wal_name("n1")) is None
+    late = rt.spawn(_register_later, wal_name("n1"), node="n1")  # as the restart would
+    pid, node, _ = nemesis.Injector(cluster, random.Random(0), dict).process(
+        schema.ProcessTarget(role="wal", node="n1"))
+    assert (pid, node) == (late, "n1")
+    rt.kill(late)
+    rt.resume(supervisor)
+
+
 def test_the_leader_a_fault_means_is_found_with_every_member_asked_at_once(
         sim_cluster: Any) -> None:
     """The trigger waiter answers which member leads with one round of calls to all of
@@ -208,19 +236,25 @@ def test_the_leader_a_fault_means_is_found_with_every_member_asked_at_once(
     cluster, rt = sim_cluster, sim_cluster.rt
     leader = cluster.wait_ready()
     waiter = rt.spawn(trigger_waiter.trigger_waiter, node="client")
-    assert rt.call(waiter, ("leader", cluster.nodes), timeout=30) == leader
+    assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == leader
     stuck = rt.whereis(raft_name(KV_GROUP, next(n for n in cluster.nodes if n != leader)))
     rt.suspend(stuck)  # a member busy (recovering): it does not answer
     began = rt.now()
-    assert rt.call(waiter, ("leader", cluster.nodes), timeout=30) == leader
+    assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == leader
     assert rt.now() - began < 2 * observers.STATUS_TIMEOUT  # virtual time: one round
     began = rt.now()
     assert cluster.leader() == leader  # the driver's own lookup waits out its 5 s
     assert rt.now() - began >= 5.0
     rt.resume(stuck)
     injector = nemesis.Injector(cluster, random.Random(0), dict,
-                                lambda: rt.call(waiter, ("leader", cluster.nodes)))
+                                lambda: rt.call(waiter, ("leader", cluster.nodes, 3.0)))
     assert injector.node_ref("leader") == leader
+    # Right after the leader dies none leads: the answer is the next one, not None (a
+    # node drawn at random then, maybe the restarting one, held a fault back 12 s).
+    rt.kill(rt.whereis(raft_name(KV_GROUP, leader)))
+    assert rt.call(waiter, ("leader", cluster.nodes, 0.0), timeout=30) is None
+    assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == cluster.leader()
+    assert cluster.leader() is not None
     rt.send(waiter, ("stop",))
 
 
