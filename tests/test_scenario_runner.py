@@ -381,9 +381,9 @@ def test_a_lagging_node_may_cancel_a_watch_at_its_own_older_compact_revision() -
 
 
 def test_a_watch_refused_at_a_raised_admission_floor_establishes_no_compaction() -> None:
-    """Found on Ray (etcd-18089): a notice raised the floors to 16, its Compact was lost
-    in a leader change, and a client's Compact 16 committed after a watch from 14 had
-    been canceled at 16. The floor is a promise (Netsy keeps it up), not a commit."""
+    """Found on Ray (etcd-18089): a notice raised the floors to 12, its Compact was lost
+    in 6.6 s without a leader, and a client's Compact 12 committed after a watch had
+    been canceled at 12. The floor is a promise (Netsy keeps it up), not a commit."""
     from sediment.scenarios.checkers import revisions
     from sediment.scenarios.history import WatchLog
 

@@ -172,7 +172,8 @@ def check(history: History, local_watches: bool = False) -> CheckResult:
     node cancels at its own older compact revision, and a node whose floor a notice
     raised cancels at a revision the log may not reach for seconds (the notice's
     proposal lost in a leader change, its floor kept up as Netsy requires), while
-    clients may still read below it and Compact at it. Conservative, not a violation:
+    clients may still read below it and Compact at it; and the start of the cluster's
+    own Compact is only estimated from monitor samples, possibly after such a cancel. Conservative, not a violation:
     the watch loses no event, the reader is told to start later than it had to."""
     found = problems(history, local_watches)
     if not found:
