@@ -173,8 +173,9 @@ def check(history: History, local_watches: bool = False) -> CheckResult:
     raised cancels at a revision the log may not reach for seconds (the notice's
     proposal lost in a leader change, its floor kept up as Netsy requires), while
     clients may still read below it and Compact at it; and the start of the cluster's
-    own Compact is only estimated from monitor samples, possibly after such a cancel. Conservative, not a violation:
-    the watch loses no event, the reader is told to start later than it had to."""
+    own Compact is only estimated from monitor samples, possibly after such a cancel.
+    Conservative, not a violation: the watch loses no event, the reader is told to
+    start later than it had to."""
     found = problems(history, local_watches)
     if not found:
         return passed(NAME)
