@@ -147,6 +147,19 @@ class Runtime(abc.ABC):
         """Disarm a failpoint and let a process paused there go on."""
 
     @abc.abstractmethod
+    def arm_failpoint_everywhere(self, name: str, action: str, *, seconds: float | None = None,
+                                 notify: Pid | None = None, tag: str = "") -> None:
+        """Arm failpoint `name` on every process, those started later too, to fire every
+        time until `release_failpoint_everywhere`; with `notify`, each process that
+        reaches it sends that pid a `FailpointHit` first (a pause that notifies is a
+        breakpoint). A failpoint armed on one process takes precedence there. On Ray it
+        is pushed to every process before this returns."""
+
+    @abc.abstractmethod
+    def release_failpoint_everywhere(self, name: str) -> None:
+        """Disarm what `arm_failpoint_everywhere` armed; processes paused there go on."""
+
+    @abc.abstractmethod
     def sleep(self, seconds: float) -> None:
         """Let the cluster run for `seconds` (virtual on sim)."""
 

@@ -45,6 +45,9 @@ class Kernel(Protocol):
     def clock_offset(self, node: str) -> float:
         """Seconds a clock-skew fault adds to `node`'s clock (0 without one)."""
 
+    def everywhere_failpoint(self, name: str) -> Failpoint | None:
+        """The failpoint `name` if it is armed on every process, else None."""
+
     def deliver(self, src: Process, dest: Pid, signal: Signal) -> None:
         """Send a signal; per (src, dest) pair signals arrive in order or not at all."""
 

@@ -28,7 +28,7 @@ from .errors import (
     ProcessExit,
     ReceiveTimeout,
 )
-from .failpoints import Failpoint
+from .failpoints import Failpoint, FailpointHit
 from .kernel import DEFAULT_CALL_TIMEOUT, Kernel, ProcessFn, SpawnOpts
 from .mailbox import Mailbox, compile_match
 from .messages import (
@@ -79,7 +79,7 @@ class Process:
         self._refs = itertools.count(1)
         self._pending_calls: dict[Ref, asyncio.Future[Any]] = {}
         self._failpoints: dict[str, Failpoint] = dict(opts.failpoints)
-        self._paused: dict[str, asyncio.Future[Any]] = {}
+        self._paused: dict[str, list[asyncio.Future[Any]]] = {}  # by failpoint (tasks too)
         self._suspended: asyncio.Future[Any] | None = None  # set while stopped (SIGSTOP)
         self._deferred_timers: list[tuple[Pid, Any]] = []  # timers that fired while stopped
         self.alive = True
@@ -131,9 +131,10 @@ class Process:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        for fut in self._paused.values():
-            if not fut.done():
-                fut.cancel()
+        for futs in self._paused.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.cancel()
         if self._suspended is not None and not self._suspended.done():
             self._suspended.cancel()
         if self._waiter is not None and not self._waiter.done():
@@ -464,15 +465,22 @@ class Process:
     # --- failpoints ------------------------------------------------------------------------
 
     def _fire(self, name: str) -> Failpoint | None:
+        """The failpoint to act on at `name`: armed here (counted down), else armed
+        everywhere (every time); its `notify` pid is told first."""
         fp = self._failpoints.get(name)
-        if fp is None:
-            return None
-        rest = fp.consumed()
-        if rest is None:
-            del self._failpoints[name]
+        if fp is not None:
+            rest = fp.consumed()
+            if rest is None:
+                del self._failpoints[name]
+            else:
+                self._failpoints[name] = rest
         else:
-            self._failpoints[name] = rest
+            fp = self.kernel.everywhere_failpoint(name)
+            if fp is None:
+                return None
         _logger.warning("failpoint fired", failpoint=name, action=fp.action)
+        if fp.notify is not None:
+            self.send(fp.notify, FailpointHit(fp.tag, name, self.pid, self.kernel.now()))
         return fp
 
     def failpoint_sync(self, name: str) -> None:
@@ -500,14 +508,17 @@ class Process:
         if fp.action == "raise":
             raise FailpointError(f"failpoint {name!r} raised")
         fut = asyncio.get_running_loop().create_future()
-        self._paused[name] = fut
+        waiting = self._paused.setdefault(name, [])
+        waiting.append(fut)
         try:
             if fp.seconds is None:
                 await fut
             else:
                 await asyncio.wait({fut}, timeout=fp.seconds)
         finally:
-            self._paused.pop(name, None)
+            waiting.remove(fut)
+            if not waiting and self._paused.get(name) is waiting:
+                del self._paused[name]
 
     # --- suspension (a paused process, as SIGSTOP makes one) -------------------------
 
@@ -533,11 +544,21 @@ class Process:
     def _on_failpoint_signal(self, sig: FailpointSignal) -> None:
         if sig.action is None:
             self._failpoints.pop(sig.name, None)
-            fut = self._paused.get(sig.name)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+            self._go_on(sig.name)
         else:
             self._failpoints[sig.name] = sig.action
+
+    def everywhere_changed(self) -> None:
+        """The failpoints armed everywhere changed: whoever is paused at one that is no
+        longer armed, here or everywhere, goes on (its release reached this process)."""
+        for name in list(self._paused):
+            if name not in self._failpoints and self.kernel.everywhere_failpoint(name) is None:
+                self._go_on(name)
+
+    def _go_on(self, name: str) -> None:
+        for fut in self._paused.get(name, ()):
+            if not fut.done():
+                fut.set_result(None)
 
 
 def _expire(waiter: asyncio.Future[Any]) -> None:

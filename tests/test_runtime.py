@@ -27,6 +27,7 @@ from sediment.runtime.errors import (
     ReceiveTimeout,
     UnpicklableMessage,
 )
+from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Down, Exit
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -478,6 +479,44 @@ def test_failpoints(rt: Any, action: str) -> None:
         assert down.reason == KILLED
     else:
         assert isinstance(down.reason, Error) and down.reason.kind == FailpointError.__name__
+
+
+def test_a_failpoint_armed_everywhere_is_a_breakpoint_until_released(rt: Any) -> None:
+    """Armed everywhere with `notify`, a pause holds every process that reaches the
+    point, those spawned after the arming too, and tells who reached it; the release
+    lets them all go on and arms nothing any more. A pause with `seconds` ends itself."""
+    sink = rt.spawn(collector, node="n1")
+    early = rt.spawn(with_failpoint, sink, node="n2", label="early")
+    rt.arm_failpoint_everywhere("test.point", "pause", notify=sink, tag="hold-1")
+    late = rt.spawn(with_failpoint, sink, node="n3", label="late")
+    for proc in (early, late):
+        rt.send(proc, "go")
+
+    def hits() -> list[FailpointHit]:
+        return [m for m in rt.call(sink, "get") if isinstance(m, FailpointHit)]
+
+    assert eventually(rt, lambda: len(hits()) == 2)
+    assert {(h.tag, h.point, h.pid) for h in hits()} == {("hold-1", "test.point", early),
+                                                         ("hold-1", "test.point", late)}
+    rt.sleep(0.3)
+    assert rt.call(sink, "get").count("after") == 0  # both held
+    rt.release_failpoint_everywhere("test.point")
+    assert eventually(rt, lambda: rt.call(sink, "get").count("after") == 2)
+    after = rt.spawn(with_failpoint, sink, node="n2", label="after-release")
+    rt.send(after, "go")
+    assert eventually(rt, lambda: rt.call(sink, "get").count("after") == 3)
+    assert len(hits()) == 2
+    rt.arm_failpoint_everywhere("test.point", "pause", seconds=0.2)
+    bounded = rt.spawn(with_failpoint, sink, node="n3", label="bounded")
+    rt.send(bounded, "go")
+    assert eventually(rt, lambda: rt.call(sink, "get").count("after") == 4)
+    rt.release_failpoint_everywhere("test.point")
+    for proc in (early, late, after, bounded):
+        rt.send(proc, "finish")
+    with pytest.raises(BadArgument, match="failpoint name"):
+        rt.arm_failpoint_everywhere("", "pause")
+    with pytest.raises(BadArgument, match="action"):
+        rt.arm_failpoint_everywhere("test.point", "explode")
 
 
 # --- bad input ---

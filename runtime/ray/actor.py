@@ -125,10 +125,16 @@ class ProcessActor:
 
     @ray.method(concurrency_group="signals")
     async def set_net(self, rules: Any) -> None:
-        """The runtime's network faults changed (see `BatchingTransport`)."""
+        """The runtime's network faults, clock skews or failpoints armed everywhere
+        changed (see `BatchingTransport`)."""
         loop = self._loop
         if loop is not None and self.proc is not None:
-            loop.call_soon_threadsafe(self.kernel.transport.set_net, rules)
+            loop.call_soon_threadsafe(self._set_net, rules)
+
+    def _set_net(self, rules: Any) -> None:
+        self.kernel.transport.set_net(rules)
+        if self.proc is not None:
+            self.proc.everywhere_changed()  # a failpoint released everywhere lets go here
 
     # --- incoming traffic --------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from ..errors import CallExit, CallTimeout, NameTaken, NoProc
+from ..failpoints import Failpoint
 from ..kernel import ProcessFn, SpawnOpts
 from ..messages import CallRef, DownSignal, ExitSignal, ReplySignal, Signal
 from ..pid import Pid, Ref
@@ -59,6 +60,9 @@ class RayKernel:
 
     def clock_offset(self, node: str) -> float:
         return self.transport.clock_offset(node)
+
+    def everywhere_failpoint(self, name: str) -> Failpoint | None:
+        return self.transport.everywhere_failpoint(name)
 
     def deliver(self, src: Process, dest: Pid, signal: Signal) -> None:
         self.transport.submit(dest, signal)

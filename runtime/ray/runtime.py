@@ -21,7 +21,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from ..api import ProcessFailed, Runtime, outcome
 from ..errors import BadArgument, CallTimeout, NoProc
-from ..failpoints import Failpoint
+from ..failpoints import Failpoint, check_point
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
@@ -222,6 +222,15 @@ class RayRuntime(Runtime):
 
     def release_failpoint(self, pid: Pid, name: str) -> None:
         self.transport.submit(pid, FailpointSignal(name, None))
+
+    def arm_failpoint_everywhere(self, name: str, action: str, *, seconds: float | None = None,
+                                 notify: Pid | None = None, tag: str = "") -> None:
+        self.net.arm_everywhere(check_point(name), Failpoint(action, None, seconds, notify, tag))
+        self._push_net()
+
+    def release_failpoint_everywhere(self, name: str) -> None:
+        self.net.release_everywhere(check_point(name))
+        self._push_net()
 
     def suspend(self, pid: Pid) -> None:
         self.transport.submit(pid, SuspendSignal(True))

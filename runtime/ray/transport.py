@@ -20,6 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from sediment import metrics
 
 from ..errors import CallError, CallExit, NoProc, UnpicklableMessage
+from ..failpoints import Failpoint
 from ..messages import (
     ExitSignal,
     FailpointSignal,
@@ -220,6 +221,10 @@ class BatchingTransport(Transport):
 
     def clock_offset(self, node: str) -> float:
         return self._net.skew.get(node, 0.0) if self._net is not None else 0.0
+
+    def everywhere_failpoint(self, name: str) -> Failpoint | None:
+        """A failpoint armed on every process (only process transports hold rules)."""
+        return self._net.failpoints.get(name) if self._net is not None else None
 
     def _route(self, dest: Pid) -> float | None:
         """Delay before a message to `dest` leaves (0: now), None if the fault drops it."""

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from ..errors import BadArgument, CallExit, CallTimeout, NameTaken, NoProc
+from ..failpoints import Failpoint
 from ..kernel import ProcessFn, SpawnOpts
 from ..messages import (
     Call,
@@ -85,6 +86,9 @@ class SimKernel:
 
     def clock_offset(self, node: str) -> float:
         return self.net.skew.get(node, 0.0) if self.net.skew else 0.0
+
+    def everywhere_failpoint(self, name: str) -> Failpoint | None:
+        return self.net.failpoints.get(name) if self.net.failpoints else None
 
     def deliver(self, src: Process | None, dest: Pid, signal: Signal) -> None:
         if self.check_pickle and isinstance(signal, MessageSignal):

@@ -1,4 +1,7 @@
-"""The simulated network between logical nodes: delay, loss, partitions, node state.
+"""The simulated network between logical nodes: delay, loss, partitions, node state; and
+the other faults every process of a runtime applies alike (clock skew per node,
+failpoints armed everywhere), because the Ray backend pushes all of them to every process
+as one value (`NetRules`).
 
 Pure and seeded: every decision comes from the `random.Random` it is given, so a seed
 replays the same deliveries. Per (sender, receiver) pair delivery stays FIFO: a later
@@ -12,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..errors import BadArgument
+from ..failpoints import Failpoint
 
 MAX_SKEW = 1e9  # seconds either way (about 30 years): only absurd values are refused
 
@@ -32,9 +36,10 @@ class NetRules:
     partitions: frozenset[frozenset[str]] = frozenset()
     faults: tuple[tuple[tuple[str, str], tuple[float, float, float]], ...] = ()
     skew: tuple[tuple[str, float], ...] = ()  # node -> seconds added to its clock
+    failpoints: tuple[tuple[str, Failpoint], ...] = ()  # armed on every process
 
     def empty(self) -> bool:
-        return not self.partitions and not self.faults and not self.skew
+        return not self.partitions and not self.faults and not self.skew and not self.failpoints
 
 
 @dataclass
@@ -46,6 +51,7 @@ class Network:
     partitions: set[frozenset[str]] = field(default_factory=set)
     down: set[str] = field(default_factory=set)
     skew: dict[str, float] = field(default_factory=dict)  # node -> clock offset (seconds)
+    failpoints: dict[str, Failpoint] = field(default_factory=dict)  # armed everywhere
 
     def set_faults(self, src: str, dst: str, *, delay: tuple[float, float] | None = None,
                    drop: float = 0.0) -> None:
@@ -77,18 +83,27 @@ class Network:
         else:
             self.skew.pop(node, None)
 
+    def arm_everywhere(self, name: str, fp: Failpoint) -> None:
+        """Arm failpoint `name` on every process (those started later too)."""
+        self.failpoints[name] = fp
+
+    def release_everywhere(self, name: str) -> None:
+        self.failpoints.pop(name, None)
+
     def rules(self) -> NetRules:
         """The faults as plain data, to hand to another process (the Ray backend)."""
         return NetRules(frozenset(self.partitions),
                         tuple((k, (f.delay_min, f.delay_max, f.drop))
                               for k, f in sorted(self.faults.items())),
-                        tuple(sorted(self.skew.items())))
+                        tuple(sorted(self.skew.items())),
+                        tuple(sorted(self.failpoints.items())))
 
     def load(self, rules: NetRules) -> None:
         """Replace the faults by `rules` (partitions and per-link faults)."""
         self.partitions = set(rules.partitions)
         self.faults = {k: LinkFaults(*v) for k, v in rules.faults}
         self.skew = dict(rules.skew)
+        self.failpoints = dict(rules.failpoints)
 
     def connected(self, a: str, b: str) -> bool:
         if self.down and (a in self.down or b in self.down):

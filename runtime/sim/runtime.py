@@ -6,7 +6,7 @@ from typing import Any
 
 from ..api import Runtime, outcome
 from ..errors import BadArgument, CallTimeout
-from ..failpoints import Failpoint
+from ..failpoints import Failpoint, check_point
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
@@ -123,6 +123,16 @@ class SimRuntime(Runtime):
 
     def release_failpoint(self, pid: Pid, name: str) -> None:
         self.kernel._route(DRIVER, pid, FailpointSignal(name, None))
+
+    def arm_failpoint_everywhere(self, name: str, action: str, *, seconds: float | None = None,
+                                 notify: Pid | None = None, tag: str = "") -> None:
+        self.kernel.net.arm_everywhere(check_point(name),
+                                       Failpoint(action, None, seconds, notify, tag))
+
+    def release_failpoint_everywhere(self, name: str) -> None:
+        self.kernel.net.release_everywhere(check_point(name))
+        for proc in list(self.kernel.procs.values()):
+            proc.everywhere_changed()
 
     def suspend(self, pid: Pid) -> None:
         self.kernel._route(DRIVER, pid, SuspendSignal(True))
