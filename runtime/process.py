@@ -464,24 +464,26 @@ class Process:
 
     # --- failpoints ------------------------------------------------------------------------
 
-    def _fire(self, name: str) -> Failpoint | None:
-        """The failpoint to act on at `name`: armed here (counted down), else armed
-        everywhere (every time); its `notify` pid is told first."""
-        fp = self._failpoints.get(name)
-        if fp is not None:
-            rest = fp.consumed()
+    def _fire(self, name: str) -> tuple[Failpoint, ...] | list[Failpoint]:
+        """What to do at `name`, in order: the failpoint armed everywhere (every time),
+        then the one armed here (counted down). Each tells its `notify` pid first."""
+        everywhere = self.kernel.everywhere_failpoint(name)
+        local = self._failpoints.get(name) if self._failpoints else None
+        if everywhere is None and local is None:
+            return ()  # the common case: nothing armed
+        fired = [] if everywhere is None else [everywhere]
+        if local is not None:
+            rest = local.consumed()
             if rest is None:
                 del self._failpoints[name]
             else:
                 self._failpoints[name] = rest
-        else:
-            fp = self.kernel.everywhere_failpoint(name)
-            if fp is None:
-                return None
-        _logger.warning("failpoint fired", failpoint=name, action=fp.action)
-        if fp.notify is not None:
-            self.send(fp.notify, FailpointHit(fp.tag, name, self.pid, self.kernel.now()))
-        return fp
+            fired.append(local)
+        for fp in fired:
+            _logger.warning("failpoint fired", failpoint=name, action=fp.action)
+            if fp.notify is not None:
+                self.send(fp.notify, FailpointHit(fp.tag, name, self.pid, self.kernel.now()))
+        return fired
 
     def failpoint_sync(self, name: str) -> None:
         """A failpoint inside synchronous code (file I/O): `crash` and `raise` only.
@@ -489,19 +491,20 @@ class Process:
         A crash ends the process on the spot (on Ray the OS process exits; on sim the
         process is frozen and `ProcessCrashed` unwinds the synchronous code).
         """
-        fp = self._fire(name)
-        if fp is None:
-            return
-        if fp.action == "crash":
-            self.kernel.crash(self)
-            raise ProcessCrashed(name)
-        raise FailpointError(f"failpoint {name!r} raised ({fp.action} in synchronous code)")
+        for fp in self._fire(name):
+            if fp.action == "crash":
+                self.kernel.crash(self)
+                raise ProcessCrashed(name)
+            raise FailpointError(f"failpoint {name!r} raised ({fp.action} in synchronous code)")
 
     async def failpoint(self, name: str) -> None:
-        """A named fault-injection point; free when not armed."""
-        fp = self._fire(name)
-        if fp is None:
-            return
+        """A named fault-injection point; free when not armed. Armed both everywhere and
+        here, both act: the one armed everywhere first (a breakpoint, then what this
+        process was armed with)."""
+        for fp in self._fire(name):
+            await self._act(name, fp)
+
+    async def _act(self, name: str, fp: Failpoint) -> None:
         if fp.action == "crash":
             self.kernel.crash(self)
             raise asyncio.CancelledError()

@@ -5,10 +5,14 @@ entry's index, so the committed log the run read (`observers.log_tail`) places e
 operation:
 
 - an operation that got an answer carries its index already;
-- an indeterminate one (`info`) whose request is in the log gets that entry's index (a
-  write's value is unique; identical requests, e.g. two deletes of one key, are matched
-  in order: the earliest invoked with the lowest index, which is feasible whenever any
-  matching is);
+- an indeterminate one (`info`) whose request is in the log gets that entry's index, an
+  entry above every operation that had completed before it was invoked (the log's order
+  is a linearization, so an entry committed before the request existed is not its own: a
+  client's Compact of the revision the coordinator had just compacted is the same
+  command as the coordinator's). A write's value is unique; identical requests, e.g.
+  two deletes of one key, are matched in order: the earliest invoked with the lowest
+  index it may have, which is feasible whenever any matching is (the bounds only grow
+  in invocation order);
 - an entry nobody asked for is the cluster's own: the compaction coordinator's Compact,
   recorded as an operation of `CLUSTER_CLIENT` between the last sample in which no
   admission floor had reached its revision (the cycle's notice came later) and the
@@ -85,10 +89,16 @@ def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
     waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops)
                      if op.outcome == "info" and op.index is None
                      and not isinstance(op.request, Range))
-    for _, i in waiting:
+    done = sorted((op.complete_t, op.index) for op in ops if op.index is not None)
+    floor, next_done = 0, 0  # the highest index answered before the current invoke
+    for invoke_t, i in waiting:
+        while next_done < len(done) and done[next_done][0] < invoke_t:
+            floor = max(floor, done[next_done][1])
+            next_done += 1
         free = unclaimed.get(_key(ops[i].request))
-        if free:
-            out[i] = replace(ops[i], index=free.pop(0))
+        pick = next((j for j, index in enumerate(free or ()) if index > floor), None)
+        if free and pick is not None:
+            out[i] = replace(ops[i], index=free.pop(pick))
     left = {index: entries[index] for indexes in unclaimed.values() for index in indexes}
     return out, left
 

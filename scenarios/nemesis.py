@@ -7,10 +7,11 @@ overlap). `check_supported` rejects what the runtime cannot do, before anything 
 `Injector` applies one step to a running `Cluster` through the runtime's driver API and
 returns what it did (the resolved node and process, for the timeline). Targets named by
 role are resolved when the fault fires: `leader` is the member leading then (for a fault
-that waited for a protocol moment, the leader that wait saw: asking again takes a round
-of calls, longer than some moments last on Ray; otherwise `find_leader`, which the runner
-answers by asking every member at once), `follower` one of the others, a role without a
-node a node drawn from the run's seeded `rng`.
+that waited for a protocol moment, the leader that wait saw or held at its breakpoint:
+asking again takes a round of calls, longer than some moments last on Ray; otherwise
+`find_leader`, which the runner answers by asking every member at once), `follower` one
+of the others, a process of the role a breakpoint holds (a compaction worker, the
+coordinator) the held one, a role without a node a node drawn from the run's seeded `rng`.
 Semantics, both backends:
 
 - kill_process: the process is killed (as a crash); its supervisor restarts it (and, by
@@ -150,6 +151,7 @@ class Injector:
         self.armed: list[tuple[int, Pid, str, str]] = []  # crash failpoints: fault, pid, ...
         self.paused: dict[Pid, ProcessTarget] = {}  # suspended processes, in pause order
         self.known_leader: str | None = None  # while applying: the leader a wait just saw
+        self.held: tuple[str, Pid] | None = None  # while applying: (role, pid) held there
 
     # -- resolving targets --
 
@@ -177,6 +179,10 @@ class Injector:
                 child = next((c for c, p in self._children(node).items() if p == pid), None)
             return pid, node, child
         role = t.role or "kv_node"
+        held = self.held
+        if (held is not None and held[0] == role and role not in CHILD_OF_ROLE
+                and t.node in (None, held[1].node)):
+            return held[1], held[1].node, None  # a worker the breakpoint holds
         if role in TIER_ROLES:  # the block tier's processes (scenarios/tier.py)
             return tier.resolve(self.cluster, self.rng, role, t.node, self._children)
         if role in ("leader", "coordinator"):
@@ -230,14 +236,17 @@ class Injector:
 
     # -- applying --
 
-    def apply(self, i: int, fault: Fault, leader: str | None = None) -> dict[str, Any]:
+    def apply(self, i: int, fault: Fault, leader: str | None = None,
+              held: tuple[str, Pid] | None = None) -> dict[str, Any]:
         """Start fault `i`; returns the detail for the timeline. `leader`: the KV leader
-        as a trigger's wait just saw it (a `leader` target then needs no lookup)."""
-        self.known_leader = leader
+        as a trigger's wait just saw it (a `leader` target then needs no lookup);
+        `held`: (role, pid) of the process a trigger's breakpoint holds, which a target
+        of that role (a compaction worker) then is."""
+        self.known_leader, self.held = leader, held
         try:
             return self._apply(i, fault)
         finally:
-            self.known_leader = None
+            self.known_leader, self.held = None, None
 
     def _apply(self, i: int, fault: Fault) -> dict[str, Any]:
         done = _Done()

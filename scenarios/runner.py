@@ -48,6 +48,7 @@ from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
 from sediment.scenarios import (
     checkers,
+    holds,
     nemesis,
     observe,
     observers,
@@ -347,39 +348,61 @@ class _Run:
         detail: dict[str, Any] = {"fault": step.fault}
         if step.undo:
             detail.update(injector.undo(step.fault, fault), phase="end")
-        else:
-            leader = None  # as the trigger's wait saw it: no second look (seconds on Ray)
-            if fault.when is not None:
-                waited, leader = self._wait_for(fault)
-                detail.update(waited)
-            detail.update(injector.apply(step.fault, fault, leader), phase="start",
+        elif fault.when is None:
+            detail.update(injector.apply(step.fault, fault), phase="start",
                           ranged=fault.until is not None)
+        else:
+            hold = holds.hold_of(fault.when.trigger)
+            moment = self._wait_for(step.fault, fault)
+            detail.update(trigger=fault.when.trigger, hit=moment.hit, seen=moment.seen)
+            held = (hold.holder, moment.held) if hold and moment.held and moment.hit else None
+            if hold is not None and held is None:  # missed: nothing may stay held
+                self.rt.release_failpoint_everywhere(hold.point)
+            # the leader as the wait saw it (or held it): no second look (seconds on Ray)
+            leader = moment.leader if hold is None or hold.on_leader() else None
+            try:
+                detail.update(injector.apply(step.fault, fault, leader, held),
+                              phase="start", ranged=fault.until is not None)
+            finally:
+                if hold is not None and held is not None:  # the fault has landed: go on
+                    self.rt.release_failpoint_everywhere(hold.point)
+            if held is not None:
+                detail["held_at"] = round(moment.t - self.t0, 6)
         event = FaultEvent(self._now(), fault.name, detail)
         self.faults.append(event)
         self._report("fault", event.t, f"{fault.name} {'end' if step.undo else 'start'}")
         _logger.info("fault", action=fault.name, t=round(event.t, 3), **{
             k: v for k, v in detail.items() if k in ("node", "process", "phase", "trigger")})
 
-    def _wait_for(self, fault: Fault) -> tuple[dict[str, Any], str | None]:
-        assert fault.when is not None
+    def _wait_for(self, i: int, fault: Fault) -> trigger_waiter.Moment:
+        """Wait for the fault's moment: at its breakpoint (armed here, released by the
+        caller once the fault is applied) or, for a polled trigger, by polling."""
+        assert fault.when is not None and self.waiter is not None
         end = fault.until if fault.until is not None else self.s.duration
         if fault.when.within is not None:
             end = min(end, fault.at + fault.when.within)
         deadline = self.t0 + end
         timeout = max(1.0, deadline - float(self.rt.now())) + 30.0
-        args: tuple[Any, ...] = (self.nodes, fault.when.trigger, deadline,
-                                 self.timing.trigger_interval)
-        kind = "kv"
-        if fault.when.trigger in TIER_TRIGGERS:  # on the target's node, when it names one
-            target = getattr(fault.action, "target", None)
-            kind, args = "tier", (*args, getattr(target, "node", None))
-        assert self.waiter is not None
-        hit, _, seen, leader = trigger_waiter.waiting(
-            self.rt.call(self.waiter, ("wait", kind, args), timeout=timeout))
-        if not hit:
+        hold = holds.hold_of(fault.when.trigger)
+        request: tuple[Any, ...]
+        if hold is not None:
+            tag = f"fault-{i}"
+            self.rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
+                                             notify=self.waiter, tag=tag)
+            request = ("hold", tag, deadline)
+        else:
+            args: tuple[Any, ...] = (self.nodes, fault.when.trigger, deadline,
+                                     self.timing.trigger_interval)
+            kind = "kv"
+            if fault.when.trigger in TIER_TRIGGERS:  # on the target's node, if it names one
+                target = getattr(fault.action, "target", None)
+                kind, args = "tier", (*args, getattr(target, "node", None))
+            request = ("wait", kind, args)
+        moment = trigger_waiter.waiting(self.rt.call(self.waiter, request, timeout=timeout))
+        if not moment.hit:
             self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
                               f"{fault.when.trigger} was not seen by {end:g}; applied then")
-        return {"trigger": fault.when.trigger, "hit": bool(hit), "seen": seen}, leader
+        return moment
 
     def _recover(self) -> processes.OpRecord | None:
         began = time.monotonic()

@@ -3,33 +3,53 @@
 A fault with `when: {trigger: ...}` waits until its protocol moment holds (or its
 deadline). Each wait used to be a process of its own; on Ray every process is a new
 actor, and a new actor took longer to start on a loaded machine than most protocol
-phases last, so faults missed their moments. This one process serves every wait:
-("wait", kind, args) -> the poll's (hit, time, what was seen, leader then), where kind "kv" polls
-the KV members (`observers.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
-It serves one wait at a time, which is all a run's nemesis asks for. ("stop",) ends it.
+phases last, so faults missed their moments. This one process serves every wait, one at
+a time (all a run's nemesis asks for), and answers a `Moment`:
 
-("leader", nodes, within) -> the KV leader, or None if none leads within `within`
-seconds: what a fault's `leader` or `follower` target means when no wait just saw it
-(right after the leader was killed, the next one, not a node drawn at random that may
-be the restarting one). The members are asked at once with a short timeout; asked one
-by one from the driver, a member busy recovering held a fault back for seconds.
+- ("hold", tag, deadline): the moment's breakpoint (`holds.py`) was armed everywhere
+  with this process as `notify` and `tag`; wait for the first `FailpointHit` of that
+  tag. The process that reached it stays paused there until the runner releases it.
+- ("wait", kind, args): poll, where kind "kv" polls the KV members
+  (`observers.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
+- ("leader", nodes, within) -> the KV leader, or None if none leads within `within`
+  seconds: what a fault's `leader` or `follower` target means when no wait just saw it
+  (right after the leader was killed, the next one, not a node drawn at random that may
+  be the restarting one). The members are asked at once with a short timeout; asked
+  one by one from the driver, a member busy recovering held a fault back for seconds.
+- ("stop",) ends it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from sediment.runtime.errors import ReceiveTimeout
+from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
+from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observers, tier
 
 POLLS = {"kv": observers.wait_for, "tier": tier.wait_for_tier}
 
 
+@dataclass(frozen=True)
+class Moment:
+    """How a wait ended: `hit` (the moment was seen or held) at time `t`, what was seen,
+    the KV leader then if the wait knows it, and the process held at the breakpoint."""
+
+    hit: bool
+    t: float
+    seen: str
+    leader: str | None = None
+    held: Pid | None = None
+
+
 async def trigger_waiter(ctx: Process) -> None:
     """Process entry: see the module doc."""
     while True:
-        msg = await ctx.receive()
+        msg = await ctx.receive(lambda m: not isinstance(m, FailpointHit))
         if msg == ("stop",):
             return
         if not isinstance(msg, Call):
@@ -37,11 +57,28 @@ async def trigger_waiter(ctx: Process) -> None:
         request = msg.request
         if (isinstance(request, tuple) and len(request) == 3 and request[0] == "wait"
                 and request[1] in POLLS):
-            ctx.reply(msg.from_, await POLLS[request[1]](ctx, *request[2]))
+            hit, t, seen, leader = await POLLS[request[1]](ctx, *request[2])
+            ctx.reply(msg.from_, Moment(hit, t, seen, leader))
+        elif isinstance(request, tuple) and len(request) == 3 and request[0] == "hold":
+            ctx.reply(msg.from_, await _held(ctx, str(request[1]), float(request[2])))
         elif isinstance(request, tuple) and len(request) == 3 and request[0] == "leader":
             ctx.reply(msg.from_, await _leader(ctx, tuple(request[1]), float(request[2])))
         else:
             ctx.reply(msg.from_, ("error", ("unknown_request", request)))
+
+
+async def _held(ctx: Process, tag: str, deadline: float) -> Moment:
+    """The first hit of the breakpoint armed with `tag`, or a miss at `deadline`. Hits
+    of earlier armings (other tags) are dropped on the way."""
+    while True:
+        try:
+            hit = await ctx.receive(lambda m: isinstance(m, FailpointHit),
+                                    timeout=max(0.0, deadline - ctx.now()))
+        except ReceiveTimeout:
+            return Moment(False, ctx.now(), "nothing reached the breakpoint")
+        if hit.tag == tag:
+            return Moment(True, hit.t, f"{hit.pid} held at {hit.point} on {hit.pid.node}",
+                          hit.pid.node, hit.pid)
 
 
 LEADER_POLL = 0.1  # seconds between rounds while no member leads
@@ -56,12 +93,11 @@ async def _leader(ctx: Process, nodes: tuple[str, ...], within: float) -> str | 
         await ctx.sleep(LEADER_POLL)
 
 
-def waiting(answer: Any) -> tuple[bool, float, str, str | None]:
-    """The poll's answer, checked (an error reply is a bug of the caller)."""
-    if not (isinstance(answer, tuple) and len(answer) == 4 and isinstance(answer[0], bool)
-            and (answer[3] is None or isinstance(answer[3], str))):
+def waiting(answer: Any) -> Moment:
+    """The wait's answer, checked (an error reply is a bug of the caller)."""
+    if not isinstance(answer, Moment):
         raise RuntimeError(f"the trigger waiter answered {answer!r:.200}")
-    return answer[0], float(answer[1]), str(answer[2]), answer[3]
+    return answer
 
 
-__all__ = ["POLLS", "trigger_waiter", "waiting"]
+__all__ = ["POLLS", "Moment", "trigger_waiter", "waiting"]

@@ -519,6 +519,27 @@ def test_a_failpoint_armed_everywhere_is_a_breakpoint_until_released(rt: Any) ->
         rt.arm_failpoint_everywhere("test.point", "explode")
 
 
+def test_a_failpoint_armed_here_and_everywhere_acts_twice_breakpoint_first(rt: Any) -> None:
+    """A process armed with its own failpoint still stops at a breakpoint armed
+    everywhere on the same point (a scenario's own pause must not hide its trigger):
+    first the breakpoint, then its own."""
+    sink = rt.spawn(collector, node="n1")
+    proc = rt.spawn(with_failpoint, sink, node="n2", label="both")
+    rt.arm_failpoint(proc, "test.point", "raise")
+    rt.arm_failpoint_everywhere("test.point", "pause", notify=sink, tag="both")
+    watcher = rt.spawn(collector, node="n1")
+    rt.run(_monitor_for, proc, watcher)
+    rt.send(proc, "go")
+    assert eventually(rt, lambda: any(isinstance(m, FailpointHit)
+                                      for m in rt.call(sink, "get")))
+    rt.sleep(0.2)
+    assert not any(isinstance(m, Down) for m in rt.call(watcher, "get"))  # held, not raised
+    rt.release_failpoint_everywhere("test.point")
+    assert eventually(rt, lambda: any(isinstance(m, Down) for m in rt.call(watcher, "get")))
+    down = next(m for m in rt.call(watcher, "get") if isinstance(m, Down))
+    assert isinstance(down.reason, Error) and down.reason.kind == FailpointError.__name__
+
+
 # --- bad input ---
 
 

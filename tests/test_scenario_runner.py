@@ -425,6 +425,25 @@ def test_indeterminate_operations_take_the_index_of_their_log_entry() -> None:
     assert left == {8: Compact(2), 9: Put(b"x", b"9.9")}  # the coordinator's; a stray
 
 
+def test_an_indeterminate_request_never_takes_an_entry_committed_before_it_was_sent() -> None:
+    """The coordinator compacted at 349 (entry 352), then a client's Compact(349), the
+    same command, committed at 361 while its leader died: the client's is 361, since
+    operations at 353-356 had completed before it was invoked; 352 stays the cluster's
+    (etcd-17780 seed 0 once read it the other way round: a false violation)."""
+    c = Compact(349)
+    ops = [rec(0, Put(b"a", b"0.1"), 3.0, "ok", 356),  # completes at 4.0
+           OpRecord(4, "compact", c, 5.0, 6.0, "info", None, None),
+           OpRecord(5, "compact", c, 0.5, 9.0, "info", None, None)]
+    entries: dict[int, Any] = {352: c, 356: Put(b"a", b"0.1"), 361: c}
+    placed, left = place_ops(ops, entries)
+    assert [o.index for o in placed] == [356, 361, 352]
+    assert left == {}
+    placed, left = place_ops(ops[:2], entries)
+    assert [o.index for o in placed] == [356, 361] and left == {352: c}
+    placed, left = place_ops(ops[:2], {352: c, 356: Put(b"a", b"0.1")})
+    assert placed[1].index is None and left == {352: c}  # its own entry is not in the log
+
+
 def test_a_cluster_compact_starts_at_the_last_sample_whose_answered_floors_were_below_it(
 ) -> None:
     """A sample in which no KV node answered says nothing of the floors; taken as "below"

@@ -350,6 +350,9 @@ class MetastoreMachine:
     def background(self) -> bool:
         return False
 
+    def has_background(self) -> bool:
+        return False
+
     def close(self) -> None:
         pass
 

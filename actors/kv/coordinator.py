@@ -33,6 +33,8 @@ from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.kv.coordinator")
 
+BEFORE_PROPOSE = "coordinator.before_propose"
+
 
 @dataclass(frozen=True)
 class MinRequest:
@@ -148,7 +150,7 @@ async def _hold(ctx: Process, effect: cc.QueryHold, nodes: tuple[str, ...],
 
 
 async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> cc.Event:
-    await ctx.failpoint("coordinator.before_propose")
+    await ctx.failpoint(BEFORE_PROPOSE)
     raft = await ctx.whereis(raft_name(KV_GROUP, ctx.self().node))
     try:
         if raft is None:
@@ -165,4 +167,4 @@ async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> c
     return cc.ProposeResult(effect.cycle, effect.revision, ok, ctx.now())
 
 
-__all__ = ["MinRequest", "Notice", "Rollback", "coordinator"]
+__all__ = ["BEFORE_PROPOSE", "MinRequest", "Notice", "Rollback", "coordinator"]

@@ -144,6 +144,10 @@ class NetsyMachine:
         self.store.compact_batch()
         return self.store.pending_compaction is not None
 
+    def has_background(self) -> bool:
+        """A compaction is scheduled and its value-only pass has not finished."""
+        return self.store.pending_compaction is not None
+
     # --------------------------------------------------------------- snapshot --
 
     def snapshot(self) -> tuple[bytes, list[int]]:

@@ -16,6 +16,7 @@ to every machine through this one interface:
 - `status()`: a small summary for the server's status call.
 - `background()`: one bounded piece of deferred work (the KV's value-only compaction
   pass); True while more remains. The server runs it only when its mailbox is empty.
+- `has_background()`: whether such work is pending now (before any piece of it ran).
 
 A `MachineFactory` is a picklable callable `(group_dir) -> HostedMachine` carried in
 the group's spec, so each member opens its own machine where it runs.
@@ -45,6 +46,8 @@ class HostedMachine(Protocol):
     def status(self) -> dict[str, Any]: ...
 
     def background(self) -> bool: ...
+
+    def has_background(self) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -83,6 +86,9 @@ class RaKvHost:
         return {"keys": dict(self.state.keys)}
 
     def background(self) -> bool:
+        return False
+
+    def has_background(self) -> bool:
         return False
 
     def close(self) -> None:

@@ -5,6 +5,9 @@ Leader: each `SendSnapshot` step the core asks for is built from the snapshot on
 chunks. Follower: the live entries become sparse WAL writes (durable before the core
 acks them), the chunks are staged in a snapshot writer, and `RestoreMachine` commits
 the staged snapshot (its rename is the commit point) and loads the machine from it.
+
+Failpoint `install.leader.before_last_chunk`: the leader is about to send the step that
+ends an install (the follower has staged the live entries, and the chunks before it).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 LIVE_FILE = "live_entries"  # inside an installed snapshot's directory
 INSTALL_CHUNK = 256 * 1024
 INSTALL_LIVE_BATCH = 64
+LEADER_BEFORE_LAST_CHUNK = "install.leader.before_last_chunk"
 
 
 async def snapshot_message(shell: _Shell, state: RaftState,
@@ -61,6 +65,8 @@ async def snapshot_message(shell: _Shell, state: RaftState,
             shell.chunks = {info.index: chunks}
         n = eff.chunk_no
         final = n >= len(chunks) - 1
+        if final:
+            await shell.ctx.failpoint(LEADER_BEFORE_LAST_CHUNK)
         msg = rt.InstallSnapshot(phase="last" if final else "next",  # type: ignore[arg-type]
                                  chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n,
                                  last=final, **base,

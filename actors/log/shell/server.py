@@ -18,6 +18,13 @@ memory) once every follower has matched it, or once it is more than `max_retaine
 entries ahead of the slowest one. A follower that far behind gets the snapshot
 installed (Ra's phases): the live entries it lacks first, as sparse WAL writes, then the
 snapshot's chunks, staged until the core activates them.
+
+Failpoints where a leader reaches a moment fault scenarios aim at (armed as breakpoints,
+they hold the moment open until the fault lands): `raft.leader.before_apply.<Command>`
+(a committed entry of that command type, say `Compact`, not yet applied on the leader),
+`raft.leader.before_background` (the machine's deferred work, the KV's value-only
+compaction pass, pending and not yet started or finished on the leader), and
+`install.leader.before_last_chunk` (`install.py`).
 """
 
 from __future__ import annotations
@@ -223,20 +230,32 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
         if shell.pending:
             event = shell.pending.pop(0)
             continue
-        event = _event(shell, state, await _next_message(shell))
+        event = _event(shell, state, await _next_message(shell, state))
 
 
-async def _next_message(shell: _Shell) -> Any:
+LEADER_BEFORE_APPLY = "raft.leader.before_apply"
+LEADER_BEFORE_BACKGROUND = "raft.leader.before_background"
+
+
+def before_apply_point(command_type: type) -> str:
+    """The failpoint a leader reaches before it applies an entry of `command_type`."""
+    return f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
+
+
+async def _next_message(shell: _Shell, state: RaftState) -> Any:
     """The next message; while it waits, the machine's background work runs one bounded
     piece at a time, each after a short pause that lets messages in first. Failpoint
     `machine.before_background` (action raise) fails a piece before it starts, as a
     transient I/O error would: the work stays pending and is tried again, so a fault
-    scenario can hold a compaction's physical pass open for as long as it is armed."""
+    scenario can hold a compaction's physical pass open for as long as it is armed.
+    On the leader, `raft.leader.before_background` comes first, while work is pending."""
     ctx = shell.ctx
     while shell.busy:
         try:
             return await ctx.receive(timeout=BACKGROUND_PAUSE)
         except ReceiveTimeout:
+            if state.role == "leader" and shell.machine.has_background():
+                await ctx.failpoint(LEADER_BEFORE_BACKGROUND)
             try:
                 ctx.failpoint_sync("machine.before_background")
             except FailpointError:
@@ -398,7 +417,7 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
     elif isinstance(effect, rp.Send):
         await _send(shell, effect.to, effect.msg)
     elif isinstance(effect, rp.Apply):
-        _apply(shell, state, effect.entries)
+        await _apply(shell, state, effect.entries)
     elif isinstance(effect, rp.Reply):
         _reply(shell, effect)
     elif isinstance(effect, rp.LeaderChanged):
@@ -443,11 +462,14 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
     ctx.send(pid, msg)
 
 
-def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
+async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
     machine = shell.machine
     for entry in entries:
         # a machine on disk may be ahead of the log's snapshot: never apply twice
-        result = machine.apply(entry) if entry.index > machine.applied else None
+        fresh = entry.index > machine.applied
+        if fresh and state.role == "leader":
+            await shell.ctx.failpoint(before_apply_point(type(entry.command)))
+        result = machine.apply(entry) if fresh else None
         waiter = shell.waiting.pop(entry.index, None)
         if waiter is not None:
             shell.ctx.reply(waiter, ("ok", entry.index, result))
