@@ -209,6 +209,40 @@ def test_a_failing_background_pass_keeps_the_compaction_pending_until_it_succeed
     assert kv.get(b"p").value == b"5"  # type: ignore[union-attr]
 
 
+async def _flood(ctx: Process, dest: Pid, every: float) -> None:
+    """Keeps `dest`'s mailbox from ever being quiet for `every` seconds."""
+    while True:
+        await ctx.call(dest, ("status",), timeout=5)
+        await ctx.sleep(every)
+
+
+def test_a_leader_whose_mailbox_is_never_quiet_still_finishes_a_compaction(
+        tmp_path: Path) -> None:
+    """The value-only pass runs in pieces while the raft server waits for messages; a
+    leader that always has one waiting (a steady load) must still run a piece now and
+    then, as etcd sleeps briefly between its compaction batches (it used to wait for a
+    quiet mailbox that never came, and the pass never finished)."""
+    from sediment.actors.log.shell.server import BACKGROUND_PAUSE
+    from sediment.runtime import api
+
+    rt = api.start("sim", seed=11, nodes=("n1", "n2", "n3"))
+    try:
+        cluster = start(rt, tmp_path)
+        kv = cluster.client()
+        assert eventually(rt, lambda: cluster.leader() is not None)
+        leader = cluster.leader()
+        assert leader is not None
+        written = [kv.put(b"p", str(i).encode()).revision for i in range(6)]
+        raft = rt.whereis(raft_name(KV_GROUP, leader))
+        rt.spawn(_flood, raft, BACKGROUND_PAUSE / 5, node=leader)
+        rt.sleep(0.5)
+        kv.compact(written[-2])
+        assert eventually(rt, lambda: (cluster.node(leader).raft_status() or {}).get(
+            "finished_compact_revision") == written[-2], timeout=3.0)
+    finally:
+        rt.shutdown()
+
+
 def test_a_watch_below_the_compaction_is_refused(rt: Any, tmp_path: Path) -> None:
     cluster = start(rt, tmp_path)
     kv = cluster.client()

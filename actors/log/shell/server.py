@@ -139,6 +139,7 @@ class _Shell:
     listeners: list[Pid] = field(default_factory=list)
     appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index)
     busy: bool = False  # the machine has background work left
+    piece_due: float = 0.0  # its next piece runs by then, however busy the mailbox is
     leader: tuple[str | None, int] = (None, 0)
     tick_due: float | None = None
 
@@ -244,23 +245,30 @@ def before_apply_point(command_type: type) -> str:
 
 async def _next_message(shell: _Shell, state: RaftState) -> Any:
     """The next message; while it waits, the machine's background work runs one bounded
-    piece at a time, each after a short pause that lets messages in first. Failpoint
+    piece at a time, each after a short pause that lets messages in first, and under a
+    steady load (a mailbox never quiet for BACKGROUND_PAUSE) at least one piece every
+    BACKGROUND_MAX_WAIT, as etcd runs its compaction batches with a short sleep between
+    them: a busy leader otherwise never finished a value-only pass. Failpoint
     `machine.before_background` (action raise) fails a piece before it starts, as a
     transient I/O error would: the work stays pending and is tried again, so a fault
     scenario can hold a compaction's physical pass open for as long as it is armed.
     On the leader, `raft.leader.before_background` comes first, while work is pending."""
     ctx = shell.ctx
     while shell.busy:
-        try:
-            return await ctx.receive(timeout=BACKGROUND_PAUSE)
-        except ReceiveTimeout:
-            if state.role == "leader" and shell.machine.has_background():
-                await ctx.failpoint(LEADER_BEFORE_BACKGROUND)
+        left = shell.piece_due - ctx.now()
+        if left > 0:
             try:
-                ctx.failpoint_sync("machine.before_background")
-            except FailpointError:
-                continue
-            shell.busy = shell.machine.background()
+                return await ctx.receive(timeout=min(BACKGROUND_PAUSE, left))
+            except ReceiveTimeout:
+                pass
+        shell.piece_due = ctx.now() + BACKGROUND_MAX_WAIT
+        if state.role == "leader" and shell.machine.has_background():
+            await ctx.failpoint(LEADER_BEFORE_BACKGROUND)
+        try:
+            ctx.failpoint_sync("machine.before_background")
+        except FailpointError:
+            continue
+        shell.busy = shell.machine.background()
     return await ctx.receive()
 
 
@@ -439,6 +447,7 @@ async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
 
 
 BACKGROUND_PAUSE = 0.01  # seconds of quiet before each piece of a machine's background work
+BACKGROUND_MAX_WAIT = 0.1  # seconds at most between its pieces under a steady load
 PEER_LOOKUP_BACKOFF = 0.5  # seconds between name lookups of a member that is down
 
 
@@ -478,7 +487,8 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
     if entries:
         for pid in shell.appliers:
             shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied))
-        shell.busy = True  # an entry may have left background work (a compaction)
+        if not shell.busy:  # an entry may have left background work (a compaction)
+            shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
     if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
         for index in sorted(shell.results)[:5_000]:
             del shell.results[index]
