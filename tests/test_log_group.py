@@ -242,3 +242,37 @@ def test_crash_right_after_an_install_activates(rt: Any, tmp_path: Path) -> None
                       timeout=60), "the install never reached its activation"
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
     assert values(rt, spec, "n3", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+
+
+def test_an_install_started_over_stages_each_live_entry_and_chunk_once(tmp_path: Path) -> None:
+    """A follower's install of snapshot 10 restarts (a new leader sends the snapshot of
+    the same index after the last one died before its last chunk): the live entries
+    come again and the chunks from 0 again. The staging keeps each entry once and only
+    the new chunks (it appended them: the WAL refused the doubled entries and crash-
+    looped the node, leader-killed-during-snapshot-install seed 3)."""
+    import asyncio
+    import os
+    from types import SimpleNamespace
+
+    from sediment.actors.log.raft import protocol as rp
+    from sediment.actors.log.raft.types import Entry
+    from sediment.actors.log.shell import install
+    from sediment.actors.log.shell.server import _Shell
+    from sediment.actors.log.storage.snapshot import DATA_FILE
+
+    spec = GroupSpec("g1", ("n1", "n2", "n3"), str(tmp_path))
+    ctx = SimpleNamespace(self=lambda: SimpleNamespace(node="n3"))
+    shell = _Shell(ctx=ctx, spec=spec, meta=None, wal=None, segwriter=None, worker=None,
+                   refs=None, snap_state=None)  # type: ignore[arg-type]
+    live = (Entry(3, 1, 0.0, ("put", "a", "1")), Entry(5, 1, 0.0, ("put", "b", "2")))
+    asyncio.run(install.write_sparse(shell, rp.WriteSparse(10, live)))
+    install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 0, b"old-0", False))
+    install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 1, b"old-1", False))
+    asyncio.run(install.write_sparse(shell, rp.WriteSparse(10, live)))  # the next leader's
+    install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 0, b"new-0", False))
+    install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 1, b"new-1", True, (3, 5)))
+    assert [e.index for e in install._staged(shell)] == [3, 5]
+    with open(os.path.join(shell.install.tmp, DATA_FILE), "rb") as fh:
+        assert fh.read() == b"new-0new-1"
+    with pytest.raises(RuntimeError, match="before its chunk 0"):
+        install.store_chunk(shell, rp.StoreSnapshotChunk(11, 1, 1, b"x", False))

@@ -330,7 +330,7 @@ def test_the_library_has_the_tier_scenarios() -> None:
     for name in TIER_SCENARIOS:
         text = next(p for p in LIBRARY.glob("*.yaml") if schema.load(p).name == name).read_text()
         assert text.startswith("# Proves:"), name
-        assert found[name].duration <= 8
+        assert found[name].duration <= 12  # short enough to run every file in CI
         assert set(schema.TIER_CHECKS) <= set(found[name].checks)
 
 

@@ -511,6 +511,10 @@ REGRESSION_SEEDS = (
      "dead segments a committed major compaction left behind hid its output"),
     ("slow-watcher", 34,
      "a watch refused under a rolled-back notice's floor was taken for a passed live one"),
+    ("leader-killed-during-snapshot-install", 3,
+     "an install restarted by the next leader staged its live entries twice"),
+    ("etcd-17780-revision-after-crash", 0,
+     "a client's Compact took the coordinator's identical, earlier log entry"),
 )
 
 

@@ -91,17 +91,33 @@ async def write_sparse(shell: _Shell, eff: rp.WriteSparse) -> None:
     if shell.install_index != eff.snapshot_index:
         _abort_install(shell)
         shell.install_index = eff.snapshot_index
-    shell.install_entries.extend(eff.entries)
+    for entry in eff.entries:  # keyed by index: a restarted install sends them again
+        shell.install_entries[entry.index] = entry
     path = _staging_file(shell)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_file_durable(path, pickle.dumps([to_stored(e) for e in shell.install_entries]))
+    write_file_durable(path, pickle.dumps([to_stored(e) for e in _staged(shell)]))
+
+
+def _staged(shell: _Shell) -> list[Entry]:
+    return [shell.install_entries[i] for i in sorted(shell.install_entries)]
 
 
 def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
+    """Stage chunk `chunk_no`. Chunk 0 of a snapshot already being staged starts it
+    over: an install restarts from its first chunk (a new leader sending the snapshot
+    of the same index after the last one died mid-install, or a lost reply); appended
+    to the chunks staged before, it made a corrupt snapshot. The live entries stay
+    (keyed by index, they are the same committed entries)."""
     if shell.install_index != eff.snapshot_index:
         _abort_install(shell)
         shell.install_index = eff.snapshot_index
+    if eff.chunk_no == 0 and shell.install is not None:
+        shell.install.abort()
+        shell.install = None
     if shell.install is None:
+        if eff.chunk_no != 0:
+            raise RuntimeError(f"chunk {eff.chunk_no} of snapshot {eff.snapshot_index} "
+                               "came before its chunk 0")
         root = snapshot_dir(shell.spec.group_dir(shell.ctx.self().node))
         shell.install = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
     shell.install.write(eff.data)
@@ -117,7 +133,7 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
     writer = shell.install
     if writer is None or shell.install_index != eff.snapshot_index:
         raise RuntimeError(f"no staged snapshot {eff.snapshot_index} to restore")
-    entries = list(shell.install_entries)
+    entries = _staged(shell)
     by_index = {e.index: e for e in entries}
     live = tuple(sorted(set(shell.install_live) | set(by_index)))
     # Live entries the leader did not send are committed here already: read them before
@@ -127,7 +143,7 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
                        pickle.dumps([to_stored(e) for e in entries]), sync_dir=False)
     info = writer.commit(live, fp=shell.ctx.failpoint_sync)
     staging = _staging_file(shell)
-    shell.install, shell.install_entries, shell.install_index = None, [], 0
+    shell.install, shell.install_entries, shell.install_index = None, {}, 0
     shell.install_live = ()
     if os.path.exists(staging):
         os.unlink(staging)
@@ -222,7 +238,7 @@ def _staging_file(shell: _Shell) -> str:
 def _abort_install(shell: _Shell) -> None:
     if shell.install is not None:
         shell.install.abort()
-    shell.install, shell.install_entries, shell.install_live = None, [], ()
+    shell.install, shell.install_entries, shell.install_live = None, {}, ()
     staging = _staging_file(shell)
     if os.path.exists(staging):
         os.unlink(staging)

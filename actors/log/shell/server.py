@@ -126,7 +126,7 @@ class _Shell:
     pending: list[Any] = field(default_factory=list)  # events the shell feeds itself
     install: Any = None  # the staged incoming snapshot's SnapshotWriter
     install_index: int = 0  # the incoming snapshot being staged
-    install_entries: list[Entry] = field(default_factory=list)  # staged live entries
+    install_entries: dict[int, Entry] = field(default_factory=dict)  # staged live entries
     install_live: tuple[int, ...] = ()  # the staged snapshot's whole live set
     installs: int = 0  # snapshots installed from a leader
     chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
