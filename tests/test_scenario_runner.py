@@ -33,7 +33,7 @@ from sediment.actors.kv.types import (
     RangeResult,
     Txn,
 )
-from sediment.scenarios import nemesis, observe, report, schema, traffic
+from sediment.scenarios import holds, nemesis, observe, report, schema, traffic
 from sediment.scenarios.assemble import _compact_start, place_ops
 from sediment.scenarios.checkers import linearizability as lin
 from sediment.scenarios.checkers.kv_model import OUT_OF_ORDER, KvModel
@@ -551,6 +551,10 @@ def test_library_scenario_passes(scenario: schema.Scenario, seed: int, backend: 
     armed = sum(isinstance(f.action, schema.ArmFailpoint) for f in scenario.faults)
     unfired = [n for n in result.notes if "never fired" in n]
     assert len(unfired) <= armed // 3, result.notes
+    if backend == "sim":  # every triggered fault landed inside its moment, held there
+        held = [f.detail for f in result.history.faults if f.detail.get("phase") == "start"
+                and holds.hold_of(str(f.detail.get("trigger"))) is not None]
+        assert all(d["hit"] and "held at" in d["seen"] for d in held), held
 
 
 @pytest.mark.slow
