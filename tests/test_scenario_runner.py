@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_helpers import eventually
 
 from sediment.actors.kv.types import (
     Compact,
@@ -256,6 +257,54 @@ def test_the_leader_a_fault_means_is_found_with_every_member_asked_at_once(
     assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == cluster.leader()
     assert cluster.leader() is not None
     rt.send(waiter, ("stop",))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The notice's breakpoint holds the leader's coordinator with every notice
+    confirmed and its Compact not proposed: while it is held, every KV node's admission
+    floor is above the compact revision (the notice phase, on Ray as on sim, however
+    long the fault takes to land); the node killed then restarts and compaction goes on
+    once the breakpoint is released."""
+    from sediment.actors.kv.cluster import Cluster
+    from sediment.actors.kv.names import kv_node_name
+    from sediment.runtime import api
+    from sediment.scenarios import trigger_waiter
+
+    backend_ready(request, backend)
+    nodes = ("n1", "n2", "n3")
+    rt = api.start(backend, **({"seed": 5} if backend == "sim" else {}),
+                   nodes=("client", *nodes))
+    try:
+        cluster = Cluster.start(nodes, data_dir=str(tmp_path / "kv"), runtime=rt,
+                                top_node="client", compaction_interval=0.3)
+        cluster.wait_ready()
+        kv = cluster.client()
+        waiter = rt.spawn(trigger_waiter.trigger_waiter, node="client")
+        hold = holds.hold_of("notice")
+        assert hold is not None and hold.on_leader()
+        for i in range(5):
+            kv.put(f"k{i}".encode(), b"v")
+        rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
+                                    notify=waiter, tag="t")
+        moment = trigger_waiter.waiting(
+            rt.call(waiter, ("hold", "t", rt.now() + 60), timeout=90))
+        assert moment.hit and moment.held is not None, moment
+        statuses = [rt.call(kv_node_name(n), ("status",), timeout=30) for n in nodes]
+        compacted = max(st["compact_revision"] for st in statuses)
+        assert all(st["floor"] > compacted for st in statuses), statuses
+        rt.kill_node(moment.held.node)
+        rt.release_failpoint_everywhere(hold.point)
+        before = compacted
+        kv.put(b"after", b"v")
+        assert eventually(rt, lambda: max(
+            rt.call(kv_node_name(n), ("status",), timeout=30)["compact_revision"]
+            for n in nodes if rt.whereis(kv_node_name(n)) is not None) > before,
+            timeout=60)
+        rt.send(waiter, ("stop",))
+    finally:
+        rt.shutdown()
 
 
 def m(node: str, **kw: Any) -> observe.MemberView:
