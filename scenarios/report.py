@@ -76,25 +76,29 @@ def counts(history: History) -> dict[str, int]:
             "info": sum(op.outcome == "info" for op in ops),
             "watches": len(history.watches),
             "events": sum(len(r.events) for w in history.watches for r in w.responses),
-            "faults": sum(1 for f in history.faults if f.detail.get("phase") == "start")}
+            "faults": sum(1 for f in history.faults if f.detail.get("phase") == "start"),
+            "triggered": sum(1 for f in history.faults if "trigger" in f.detail),
+            "hit": sum(1 for f in history.faults if f.detail.get("hit"))}
 
 
 def summary_table(results: Sequence[RunResult]) -> str:
-    """One row per run: verdict, operation outcomes, watches, faults, each check."""
+    """One row per run: verdict, operation outcomes, watches, faults, the triggered
+    faults that landed inside their moment (`hit`), each check."""
     names: list[str] = []
     for r in results:
         for c in r.checks:
             if c.name not in names:
                 names.append(c.name)
     head = ["scenario", "seed", "backend", "verdict", "ok/fail/info", "watches", "faults",
-            "secs", *names]
+            "hit", "secs", *names]
     rows = [head]
     for r in results:
         n = counts(r.history)
         by_name = {c.name: STATUS_MARK[c.status] for c in r.checks}
         rows.append([r.scenario.name, str(r.seed), r.backend, r.verdict.upper(),
                      f"{n['ok']}/{n['fail']}/{n['info']}", str(n["watches"]),
-                     str(n["faults"]), f"{r.timings.get('wall', 0.0):.1f}",
+                     str(n["faults"]), f"{n['hit']}/{n['triggered']}" if n["triggered"] else "-",
+                     f"{r.timings.get('wall', 0.0):.1f}",
                      *(by_name.get(x, "-") for x in names)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -428,6 +432,8 @@ def _fault_bands(svg: _Svg, faults: Sequence[FaultEvent], top: int) -> None:
         tip = f"{f.t:.3f}-{t_end:.3f}s {f.action} {where}"
         if "trigger" in f.detail:
             tip += f" (when {f.detail['trigger']}: {'hit' if f.detail.get('hit') else 'missed'})"
+            if "held_at" in f.detail:
+                tip += f", {f.detail.get('seen', '')} from {f.detail['held_at']:.3f}s"
         svg.parts.insert(0, f'<rect x="{x0:.1f}" y="{top - 4}" width="{max(x1 - x0, 2):.1f}" '
                          f'height="{svg.y - top}" fill="{color}" fill-opacity="0.12">'
                          f'<title>{_e(tip)}</title></rect>')

@@ -728,8 +728,10 @@ def test_a_coordinator_that_ignores_live_watches_is_caught(monkeypatch: pytest.M
 
 @pytest.fixture(scope="module")
 def one_run(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
-    return run_scenario(small(compactions={"every": 0.5}), "sim", 0,
-                        tmp_path_factory.mktemp("run") / "data")
+    s = small(compactions={"every": 0.5})
+    s = schema.load_dict({**s.to_dict(), "faults": [
+        {"at": 0.8, "kill_node": {"node": "leader"}, "when": {"trigger": "notice"}}]})
+    return run_scenario(s, "sim", 0, tmp_path_factory.mktemp("run") / "data")
 
 
 @pytest.mark.slow
@@ -746,8 +748,11 @@ def test_the_report_files_hold_the_run(one_run: RunResult, tmp_path: Path) -> No
                  "compact revision"):
         assert lane in page, lane
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert (result["counts"]["triggered"], result["counts"]["hit"]) == (1, 1)
+    assert "held at coordinator.before_propose" in page  # where the kill's moment was held
     table = report.summary_table([one_run])
     assert "small" in table and "PASS" in table and "linearizable" in table
+    assert " 1/1 " in table  # the triggered fault hit
 
 
 @pytest.mark.slow
