@@ -284,10 +284,10 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
         waiter = rt.spawn(trigger_waiter.trigger_waiter, node="client")
         hold = holds.hold_of("notice")
         assert hold is not None and hold.on_leader()
-        for i in range(5):
-            kv.put(f"k{i}".encode(), b"v")
         rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
                                     notify=waiter, tag="t")
+        for i in range(5):  # armed first: a cycle after these writes has a notice phase
+            kv.put(f"k{i}".encode(), b"v")
         moment = trigger_waiter.waiting(
             rt.call(waiter, ("hold", "t", rt.now() + 60), timeout=90))
         assert moment.hit and moment.held is not None, moment
