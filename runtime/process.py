@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 from sediment import log, metrics
@@ -464,7 +465,7 @@ class Process:
 
     # --- failpoints ------------------------------------------------------------------------
 
-    def _fire(self, name: str) -> tuple[Failpoint, ...] | list[Failpoint]:
+    def _fire(self, name: str) -> Sequence[Failpoint]:
         """What to do at `name`, in order: the failpoint armed everywhere (every time),
         then the one armed here (counted down). Each tells its `notify` pid first."""
         everywhere = self.kernel.everywhere_failpoint(name)

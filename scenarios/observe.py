@@ -1,18 +1,7 @@
-"""What a scenario run sees of the cluster from outside, and the protocol moments it waits
-for (etcd robustness's failpoint triggers).
-
-Pure: a `ClusterView` is built from the status answers of each member's raft server and
-KV node (`member`), and `holds(trigger, view)` says whether a moment of the compaction
-protocols is under way. The moments, named in the scenario file (`schema.TRIGGERS`):
-
-- notice: the coordinator's compaction notice is out (a KV node's admission floor is
-  above the compact revision the leader applied) and its Compact is not yet in the
-  leader's unapplied log: between Netsy's notice and the proposal;
-- compact_entry: a Compact entry sits in the leader's log, not yet applied there;
-- physical_compaction: the leader's store scheduled a compaction whose value-only pass
-  has not finished;
-- snapshot_install: a live follower is behind the leader's snapshot, so it is, or is
-  about to be, installing it.
+"""What a scenario run sees of the cluster from outside (pure): a `ClusterView` is built
+from the status answers of each member's raft server and KV node (`member`), for the
+timeline's samples, the settle check and the leader a fault means. The protocol moments
+faults wait for are held at breakpoints in the code, not read from here (`holds.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from sediment.scenarios.schema import Trigger
 
 
 @dataclass(frozen=True)
@@ -51,12 +38,10 @@ class MemberView:
 @dataclass(frozen=True)
 class ClusterView:
     """Every member as it answered, each at or after time `t` (when the answers were
-    asked for); `pending_compacts`: revisions of the Compact entries in the leader's log
-    that it has not applied yet (when they were read)."""
+    asked for)."""
 
     t: float
     members: tuple[MemberView, ...]
-    pending_compacts: tuple[int, ...] = ()
 
     def leader(self) -> MemberView | None:
         """The live member that says it leads, in the highest term."""
@@ -94,36 +79,6 @@ def member(node: str, raft: Mapping[str, Any] | None,
     )
 
 
-def holds(trigger: Trigger, view: ClusterView) -> bool:
-    """Is the protocol moment `trigger` under way in `view`? (See the module doc.)"""
-    leader = view.leader()
-    if leader is None:
-        return False
-    applied = leader.compact_revision
-    if trigger == "notice":
-        raised = any(m.kv_up and m.floor > applied for m in view.members)
-        return raised and not any(c > applied for c in view.pending_compacts)
-    if trigger == "compact_entry":
-        return any(c > applied for c in view.pending_compacts)
-    if trigger == "physical_compaction":
-        return leader.compact_revision > leader.finished_compact_revision
-    # snapshot_install
-    return leader.snapshot_index > 0 and any(
-        m.up and m.node != leader.node and m.last_index < leader.snapshot_index
-        for m in view.members)
-
-
-def needs_log(trigger: Trigger) -> bool:
-    """Whether deciding `trigger` needs the leader's unapplied entries read."""
-    return trigger in ("notice", "compact_entry")
-
-
-def needs_kv(trigger: Trigger) -> bool:
-    """Whether deciding `trigger` needs the KV nodes' answers (their floors); a waiter
-    that asks only the raft members sees a short moment sooner."""
-    return trigger == "notice"
-
-
 def describe(view: ClusterView) -> str:
     """One line: each member's role, head, compact revision and floor."""
     parts = []
@@ -134,8 +89,7 @@ def describe(view: ClusterView) -> str:
         role = {"leader": "L", "follower": "F"}.get(m.role or "", "?")
         parts.append(f"{m.node} {role} head {m.head} compact {m.compact_revision}"
                      f"/{m.finished_compact_revision} floor {m.floor}")
-    pending = f"; pending Compact {list(view.pending_compacts)}" if view.pending_compacts else ""
-    return ", ".join(parts) + pending
+    return ", ".join(parts)
 
 
 def leaders(views: Sequence[ClusterView]) -> list[tuple[float, str | None]]:
@@ -149,5 +103,4 @@ def leaders(views: Sequence[ClusterView]) -> list[tuple[float, str | None]]:
     return out
 
 
-__all__ = ["ClusterView", "MemberView", "describe", "holds", "leaders", "member", "needs_kv",
-           "needs_log"]
+__all__ = ["ClusterView", "MemberView", "describe", "leaders", "member"]

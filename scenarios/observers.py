@@ -1,9 +1,6 @@
 """The processes of a scenario run that observe the cluster from outside.
 
-- `view`: every member's status at once, and the Compact entries the leader has not
-  applied yet (`observe.ClusterView`).
-- `wait_for`: polls until a protocol moment (`observe.holds`) is under way, asking only
-  the members that moment needs.
+- `view`: every member's status at once (`observe.ClusterView`).
 - `log_tail`: reads every committed raft entry while members still hold it in memory:
   the committed history, so the watch checks know every event and indeterminate
   operations get their place in the log.
@@ -15,11 +12,10 @@ They live on the runner's `client` node, which no fault touches.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
-from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.runtime.errors import CallError, ReceiveTimeout
@@ -27,10 +23,8 @@ from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observe
 from sediment.scenarios.processes import Entry, Missing
-from sediment.scenarios.schema import Trigger
 
 STATUS_TIMEOUT = 1.0  # seconds for one status answer while probing
-MAX_PENDING_READ = 32  # unapplied leader entries read per probe
 TAIL_BATCH = 256  # entries per report of the log tail
 TAIL_PARALLEL = 32  # entries the tail reads at once (before a snapshot drops them)
 
@@ -44,10 +38,8 @@ async def _gather(ctx: Process, calls: list[tuple[str, Any]]) -> list[Any]:
     return list(await asyncio.gather(*(one(n, r) for n, r in calls)))
 
 
-async def view(ctx: Process, nodes: tuple[str, ...], read_log: bool = False,
-               kv: bool = True) -> observe.ClusterView:
-    """Every member's status at once (without `kv`, only the raft servers'); with
-    `read_log`, the Compact entries the leader has not applied yet."""
+async def view(ctx: Process, nodes: tuple[str, ...], kv: bool = True) -> observe.ClusterView:
+    """Every member's status at once (without `kv`, only the raft servers')."""
     asked = ctx.now()  # every answer comes after this: a floor seen low was low then
     calls = [(raft_name(KV_GROUP, n), ("status",)) for n in nodes]
     if kv:
@@ -56,34 +48,11 @@ async def view(ctx: Process, nodes: tuple[str, ...], read_log: bool = False,
     members = tuple(observe.member(n, _dict(answers[i]),
                                    _dict(answers[len(nodes) + i]) if kv else None)
                     for i, n in enumerate(nodes))
-    out = observe.ClusterView(asked, members)
-    leader = out.leader()
-    if read_log and leader is not None and leader.last_index > leader.applied:
-        hi = min(leader.last_index, leader.applied + MAX_PENDING_READ)
-        name = raft_name(KV_GROUP, leader.node)
-        got = await _gather(ctx, [(name, ("read", i)) for i in range(leader.applied + 1, hi + 1)])
-        pending = tuple(r[1].revision for r in got if isinstance(r, tuple) and r[0] == "ok"
-                        and isinstance(r[1], Compact))
-        out = replace(out, pending_compacts=pending)
-    return out
+    return observe.ClusterView(asked, members)
 
 
 def _dict(x: Any) -> dict[str, Any] | None:
     return x if isinstance(x, dict) else None
-
-
-async def wait_for(ctx: Process, nodes: tuple[str, ...], trigger: Trigger, deadline: float,
-                   interval: float) -> tuple[bool, float, str, str | None]:
-    """Process entry: poll until `trigger` holds or `deadline`; (hit, time, what was seen,
-    the leader then: the member a `leader` target means, without asking again)."""
-    last = None
-    while True:
-        last = await view(ctx, nodes, observe.needs_log(trigger), observe.needs_kv(trigger))
-        hit = observe.holds(trigger, last)
-        if hit or ctx.now() + interval >= deadline:
-            leader = last.leader()
-            return hit, ctx.now(), observe.describe(last), leader.node if leader else None
-        await ctx.sleep(interval)
 
 
 @dataclass(frozen=True)
@@ -166,4 +135,4 @@ async def monitor(ctx: Process, cfg: MonitorConfig) -> None:
             pass
 
 
-__all__ = ["MonitorConfig", "TailConfig", "log_tail", "monitor", "view", "wait_for"]
+__all__ = ["MonitorConfig", "TailConfig", "log_tail", "monitor", "view"]

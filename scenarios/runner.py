@@ -353,18 +353,16 @@ class _Run:
                           ranged=fault.until is not None)
         else:
             hold = holds.hold_of(fault.when.trigger)
-            moment = self._wait_for(step.fault, fault)
+            moment = self._wait_for(step.fault, fault)  # held there until released here
             detail.update(trigger=fault.when.trigger, hit=moment.hit, seen=moment.seen)
-            held = (hold.holder, moment.held) if hold and moment.held and moment.hit else None
-            if hold is not None and held is None:  # missed: nothing may stay held
-                self.rt.release_failpoint_everywhere(hold.point)
+            held = (hold.holder, moment.held) if hold and moment.held else None
             # the leader as the wait saw it (or held it): no second look (seconds on Ray)
             leader = moment.leader if hold is None or hold.on_leader() else None
             try:
                 detail.update(injector.apply(step.fault, fault, leader, held),
                               phase="start", ranged=fault.until is not None)
             finally:
-                if hold is not None and held is not None:  # the fault has landed: go on
+                if hold is not None and held is not None:  # landed: the held one goes on
                     self.rt.release_failpoint_everywhere(hold.point)
             if held is not None:
                 detail["held_at"] = round(moment.t - self.t0, 6)
@@ -375,8 +373,9 @@ class _Run:
             k: v for k, v in detail.items() if k in ("node", "process", "phase", "trigger")})
 
     def _wait_for(self, i: int, fault: Fault) -> trigger_waiter.Moment:
-        """Wait for the fault's moment: at its breakpoint (armed here, released by the
-        caller once the fault is applied) or, for a polled trigger, by polling."""
+        """Wait for the fault's moment: at its breakpoint (armed here; on a hit the
+        caller releases it once the fault is applied, on a miss it is released here) or,
+        for a polled trigger, by polling the tier."""
         assert fault.when is not None and self.waiter is not None
         end = fault.until if fault.until is not None else self.s.duration
         if fault.when.within is not None:
@@ -390,15 +389,14 @@ class _Run:
             self.rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
                                              notify=self.waiter, tag=tag)
             request = ("hold", tag, deadline)
-        else:
-            args: tuple[Any, ...] = (self.nodes, fault.when.trigger, deadline,
-                                     self.timing.trigger_interval)
-            kind = "kv"
-            if fault.when.trigger in TIER_TRIGGERS:  # on the target's node, if it names one
-                target = getattr(fault.action, "target", None)
-                kind, args = "tier", (*args, getattr(target, "node", None))
-            request = ("wait", kind, args)
+        else:  # every KV moment has a breakpoint; a tier state is polled
+            assert fault.when.trigger in TIER_TRIGGERS, fault.when.trigger
+            target = getattr(fault.action, "target", None)  # on its node, if it names one
+            request = ("poll", (self.nodes, fault.when.trigger, deadline,
+                                self.timing.trigger_interval, getattr(target, "node", None)))
         moment = trigger_waiter.waiting(self.rt.call(self.waiter, request, timeout=timeout))
+        if hold is not None and not moment.hit:  # missed: nothing may stay held
+            self.rt.release_failpoint_everywhere(hold.point)
         if not moment.hit:
             self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
                               f"{fault.when.trigger} was not seen by {end:g}; applied then")

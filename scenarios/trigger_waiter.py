@@ -9,8 +9,8 @@ a time (all a run's nemesis asks for), and answers a `Moment`:
 - ("hold", tag, deadline): the moment's breakpoint (`holds.py`) was armed everywhere
   with this process as `notify` and `tag`; wait for the first `FailpointHit` of that
   tag. The process that reached it stays paused there until the runner releases it.
-- ("wait", kind, args): poll, where kind "kv" polls the KV members
-  (`observers.wait_for`) and "tier" the block tier (`tier.wait_for_tier`).
+- ("poll", args): poll the block tier for a moment that is a lasting state, not a step
+  in code (`tier.wait_for_tier`: `flush_behind`).
 - ("leader", nodes, within) -> the KV leader, or None if none leads within `within`
   seconds: what a fault's `leader` or `follower` target means when no wait just saw it
   (right after the leader was killed, the next one, not a node drawn at random that may
@@ -30,8 +30,6 @@ from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observers, tier
-
-POLLS = {"kv": observers.wait_for, "tier": tier.wait_for_tier}
 
 
 @dataclass(frozen=True)
@@ -55,9 +53,8 @@ async def trigger_waiter(ctx: Process) -> None:
         if not isinstance(msg, Call):
             continue
         request = msg.request
-        if (isinstance(request, tuple) and len(request) == 3 and request[0] == "wait"
-                and request[1] in POLLS):
-            hit, t, seen, leader = await POLLS[request[1]](ctx, *request[2])
+        if isinstance(request, tuple) and len(request) == 2 and request[0] == "poll":
+            hit, t, seen, leader = await tier.wait_for_tier(ctx, *request[1])
             ctx.reply(msg.from_, Moment(hit, t, seen, leader))
         elif isinstance(request, tuple) and len(request) == 3 and request[0] == "hold":
             ctx.reply(msg.from_, await _held(ctx, str(request[1]), float(request[2])))
@@ -100,4 +97,4 @@ def waiting(answer: Any) -> Moment:
     return answer
 
 
-__all__ = ["POLLS", "Moment", "trigger_waiter", "waiting"]
+__all__ = ["Moment", "trigger_waiter", "waiting"]

@@ -307,31 +307,6 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
         rt.shutdown()
 
 
-def m(node: str, **kw: Any) -> observe.MemberView:
-    return observe.MemberView(node, up=True, kv_up=True, **kw)
-
-
-def test_triggers_name_the_protocol_moments() -> None:
-    leader = m("n1", role="leader", term=2, compact_revision=10,
-               finished_compact_revision=10, snapshot_index=40, last_index=60)
-    calm = observe.ClusterView(0.0, (leader, m("n2", role="follower", floor=10, last_index=60),
-                                     m("n3", role="follower", floor=10, last_index=60)))
-    assert not any(observe.holds(t, calm) for t in schema.TRIGGERS)
-    notice = observe.ClusterView(0.0, (leader, m("n2", floor=15), m("n3", floor=10,
-                                                                     last_index=60)))
-    assert observe.holds("notice", notice)
-    proposed = observe.ClusterView(0.0, notice.members, pending_compacts=(15,))
-    assert observe.holds("compact_entry", proposed) and not observe.holds("notice", proposed)
-    physical = observe.MemberView("n1", up=True, role="leader", term=2, compact_revision=15,
-                                  finished_compact_revision=10)
-    assert observe.holds("physical_compaction", observe.ClusterView(0.0, (physical,)))
-    behind = observe.ClusterView(0.0, (leader, m("n2", last_index=60),
-                                       m("n3", last_index=12)))
-    assert observe.holds("snapshot_install", behind)
-    no_leader = observe.ClusterView(0.0, (m("n2", floor=15),))
-    assert not any(observe.holds(t, no_leader) for t in schema.TRIGGERS)
-
-
 def test_when_and_open_at_load_and_round_trip() -> None:
     s = schema.loads("""
 name: w

@@ -29,6 +29,7 @@ compaction pass, pending and not yet started or finished on the leader), and
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -238,8 +239,10 @@ LEADER_BEFORE_APPLY = "raft.leader.before_apply"
 LEADER_BEFORE_BACKGROUND = "raft.leader.before_background"
 
 
+@functools.cache
 def before_apply_point(command_type: type) -> str:
-    """The failpoint a leader reaches before it applies an entry of `command_type`."""
+    """The failpoint a leader reaches before it applies an entry of `command_type` (made
+    once per type: the leader asks for it at every entry it applies)."""
     return f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
 
 
