@@ -51,8 +51,10 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def spawn(self, fn: ProcessFn, *args: Any, node: str | None = None, name: str | None = None,
               trap_exit: bool = False, mailbox_capacity: int | None = None,
-              label: str | None = None, failpoints: dict[str, Failpoint] | None = None) -> Pid:
-        """Start a process; returns once it exists."""
+              label: str | None = None, failpoints: dict[str, Failpoint] | None = None,
+              host: str | None = None) -> Pid:
+        """Start a process; returns once it exists. `host`: a named host on its node to
+        join (None: the runtime's default; `validation.OWN`: a host of its own)."""
 
     @abc.abstractmethod
     def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
@@ -80,6 +82,12 @@ class Runtime(abc.ABC):
 
         The node itself stays usable: what runs there again is up to the supervisors.
         """
+
+    @abc.abstractmethod
+    def kill_host(self, node: str, host: str) -> list[Pid]:
+        """Kill the named host on `node` and every process in it at once (on Ray,
+        ray.kill of the host actor); returns their pids. Their links and monitors get
+        `killed`. A later spawn into that host starts a new one."""
 
     @abc.abstractmethod
     def partition(self, side_a: list[str], side_b: list[str]) -> None:
@@ -178,7 +186,9 @@ class Runtime(abc.ABC):
 
 
 def start(backend: str = "sim", **kwargs: Any) -> Runtime:
-    """Start a runtime. sim: `seed`, `nodes`, `trace`; ray: `nodes`, `cluster`, `address`."""
+    """Start a runtime. Both: `nodes`, `default_host` (the host a spawn without `host`
+    joins on its node; None: a host of its own). sim: `seed`, `trace`; ray: `cluster`,
+    `address`, `reap_delay`, `warm_pool`."""
     if backend == "sim":
         from .sim.runtime import SimRuntime
 

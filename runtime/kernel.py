@@ -3,7 +3,12 @@
 `Process` holds the per-process semantics (mailbox, links, monitors, trap_exit,
 timers, exit signals) and calls a `Kernel` for everything that crosses a process
 boundary. The sim backend implements it with a seeded in-memory network; the Ray backend
-with one actor per process.
+with one kernel per host actor, shared by every process that host runs.
+
+Placement: a process either gets a host of its own (on Ray: its own actor, an OS process)
+or joins a named host on its node (`SpawnOpts.host`), the way many Erlang processes share
+one BEAM node. Processes of one host exchange messages as in-memory enqueues; a crash of
+one of them ends only that one; the loss of the host ends all of them at once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class SpawnOpts:
     mailbox_capacity: int = DEFAULT_MAILBOX_CAPACITY
     failpoints: dict[str, Failpoint] = field(default_factory=dict)
     label: str | None = None  # for logs: what this process is (e.g. "supervisor:top")
+    host: str | None = None  # a named host on `node` to run in; None: the runtime's default
 
 
 class Kernel(Protocol):

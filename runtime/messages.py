@@ -108,6 +108,31 @@ class SuspendSignal:
     suspend: bool
 
 
+@dataclass(frozen=True, slots=True)
+class WatchSignal:
+    """`watcher` links to (ref None) or monitors (ref) the receiver, or waits for its reply
+    to call `ref` (kind "call"). Travels in the watcher's ordered stream, so a message
+    sent after it cannot end the receiver before the watch is in place."""
+
+    watcher: Pid
+    ref: Ref | None
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnwatchSignal:
+    """Remove what a `WatchSignal` set up."""
+
+    watcher: Pid
+    ref: Ref | None
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class KillSignal:
+    """End the receiver at once with reason `killed` (a process sharing its host)."""
+
+
 Signal = (
     MessageSignal
     | ExitSignal
@@ -117,4 +142,7 @@ Signal = (
     | ReplySignal
     | FailpointSignal
     | SuspendSignal
+    | WatchSignal
+    | UnwatchSignal
+    | KillSignal
 )

@@ -2,8 +2,9 @@
 
 A `Pid` names one process incarnation: a restarted child gets a new pid, as in Erlang.
 It is a plain value (hashable, picklable, comparable) so it can travel in messages on
-either backend; the Ray backend attaches a cached actor handle that is not part of the
-identity.
+either backend. Where it runs is not part of the identity: `host` names the host that
+runs it (on Ray the host actor's id; on the simulator the host's name, "" for a process
+with a host of its own) and `handle` is the Ray actor handle of that host.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Pid:
     node: str
     id: str
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
+    host: str = field(default="", compare=False, hash=False, repr=False)
 
     def __str__(self) -> str:
         return f"<{self.node}.{self.id}>"
@@ -27,7 +29,7 @@ class Pid:
         return hash(self.id)
 
     def without_handle(self) -> Pid:
-        return Pid(self.node, self.id)
+        return Pid(self.node, self.id, None, self.host)
 
 
 @dataclass(frozen=True, slots=True)

@@ -436,11 +436,15 @@ class Process:
     async def spawn(self, fn: ProcessFn, *args: Any, node: str | None = None,
                     link: bool = False, name: str | None = None, trap_exit: bool = False,
                     mailbox_capacity: int | None = None, label: str | None = None,
-                    failpoints: dict[str, Failpoint] | None = None) -> Pid:
-        """Start a process running `fn(ctx, *args)`; `link=True` is spawn_link."""
+                    failpoints: dict[str, Failpoint] | None = None,
+                    host: str | None = None) -> Pid:
+        """Start a process running `fn(ctx, *args)`; `link=True` is spawn_link. `host`: a
+        named host on the node to run in (on Ray a spawn there is an in-memory step when
+        this process runs in it), `runtime.validation.OWN` for a host of its own, None
+        for the runtime's default."""
         self._check_alive()
         opts = make_spawn_opts(node or self.pid.node, self.pid if link else None, name,
-                               trap_exit, mailbox_capacity, label, failpoints)
+                               trap_exit, mailbox_capacity, label, failpoints, host)
         pid = await self.kernel.spawn(self, fn, args, opts)
         if link and self.alive and pid not in self.links:
             self.links[pid] = None

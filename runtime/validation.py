@@ -26,7 +26,8 @@ def check_name(name: Any) -> None:
 
 def make_spawn_opts(node: str, link_to: Pid | None, name: str | None, trap_exit: bool,
                     mailbox_capacity: int | None, label: str | None,
-                    failpoints: dict[str, Failpoint] | None) -> SpawnOpts:
+                    failpoints: dict[str, Failpoint] | None,
+                    host: str | None = None) -> SpawnOpts:
     """Validate spawn arguments at the boundary."""
     if not isinstance(node, str) or not node:
         raise BadArgument(f"node must be a non-empty str, got {node!r}")
@@ -38,8 +39,19 @@ def make_spawn_opts(node: str, link_to: Pid | None, name: str | None, trap_exit:
     for key, fp in (failpoints or {}).items():
         if not isinstance(fp, Failpoint):
             raise BadArgument(f"failpoint {key!r} must be a Failpoint, got {fp!r}")
+    if host is not None:
+        check_host(host)
     kwargs: dict[str, Any] = {}
     if mailbox_capacity is not None:
         kwargs["mailbox_capacity"] = mailbox_capacity
     return SpawnOpts(node=node, link_to=link_to, name=name, trap_exit=trap_exit, label=label,
-                     failpoints=dict(failpoints or {}), **kwargs)
+                     failpoints=dict(failpoints or {}), host=host, **kwargs)
+
+
+OWN = ""  # `host=OWN`: a host of the process's own, whatever the runtime's default
+
+
+def check_host(host: Any) -> None:
+    """A host name: a str of letters, digits, '-' and '_' (or OWN)."""
+    if not isinstance(host, str) or not all(c.isalnum() or c in "-_" for c in host):
+        raise BadArgument(f"a host must be a name of letters, digits, '-' and '_', got {host!r}")

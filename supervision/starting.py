@@ -39,7 +39,8 @@ class Spawn:
     name: str | None = None
     trap_exit: bool = False
     label: str | None = None
+    host: str | None = None  # a named host on the node to join (see Process.spawn)
 
     async def __call__(self, ctx: Process, *args: Any) -> Pid:
         return await ctx.spawn(self.fn, *args, node=self.node, link=True, name=self.name,
-                               trap_exit=self.trap_exit, label=self.label)
+                               trap_exit=self.trap_exit, label=self.label, host=self.host)

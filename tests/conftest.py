@@ -53,18 +53,38 @@ def ray_cluster() -> Iterator[Any]:
     cluster.shutdown()
 
 
-@pytest.fixture(params=["sim", "ray"])
+BACKENDS = ("sim", "ray")
+SHARED_HOST = "main"  # the host every process joins on its node in the "-hosted" runtimes
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests taking `rt` run on each backend; a module's RT_BACKENDS may add the
+    "-hosted" placements (every process of a node in one shared host). A module with an
+    `rt` fixture of its own, or a test marked with a parametrize of `rt`, does it itself."""
+    marked = any("rt" in str(m.args[0]).replace(" ", "").split(",")
+                 for m in metafunc.definition.iter_markers("parametrize") if m.args)
+    if "rt" in metafunc.fixturenames and not hasattr(metafunc.module, "rt") and not marked:
+        metafunc.parametrize("rt", getattr(metafunc.module, "RT_BACKENDS", BACKENDS),
+                             indirect=True)
+
+
+@pytest.fixture
 def rt(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A runtime with nodes n1..n3 on each backend; torn down after the test."""
+    """A runtime with nodes n1..n3 on each backend; torn down after the test. "ray-hosted"
+    and "sim-hosted": processes spawned without a host share one host per node."""
     from sediment.runtime import api
 
-    if request.param == "ray":
+    backend, _, placement = str(request.param).partition("-")
+    default_host = SHARED_HOST if placement == "hosted" else None
+    if backend == "ray":
         request.getfixturevalue("ray_cluster")
         # No warm pool here: a fresh cluster per test would pay for idle actors it
         # never uses. The pool has its own test.
-        runtime = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0)
+        runtime = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0,
+                            default_host=default_host)
     else:
-        runtime = api.start("sim", seed=request.node.nodeid.__len__(), nodes=("n1", "n2", "n3"))
+        runtime = api.start("sim", seed=request.node.nodeid.__len__(), nodes=("n1", "n2", "n3"),
+                            default_host=default_host)
     yield runtime
     runtime.shutdown()
 
@@ -74,7 +94,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         uses_ray = "ray_cluster" in getattr(item, "fixturenames", ())
-        if callspec is not None and callspec.params.get("rt") == "ray":
+        if callspec is not None and str(callspec.params.get("rt", "")).startswith("ray"):
             uses_ray = True
         if uses_ray:
             item.add_marker(pytest.mark.ray)

@@ -60,6 +60,18 @@ async def trapper(ctx: Process, report_to: Any) -> None:
         ctx.send(report_to, ("got", msg))
 
 
+async def linking_trapper(ctx: Process, report_to: Any) -> None:
+    """Traps exits and forwards every message to `report_to`; a call ("link", pid) links."""
+    ctx.trap_exit(True)
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, Call) and isinstance(msg.request, tuple) and msg.request[0] == "link":
+            ctx.link(msg.request[1])
+            ctx.reply(msg.from_, "linked")
+        else:
+            ctx.send(report_to, ("got", msg))
+
+
 async def collector(ctx: Process) -> None:
     """Keeps every message; a call "get" returns them all."""
     seen: list[Any] = []

@@ -11,6 +11,7 @@ from runtime_helpers import (
     echo,
     eventually,
     idle,
+    linking_trapper,
     sleeper_with_mailbox,
     trapper,
     with_failpoint,
@@ -28,10 +29,12 @@ from sediment.runtime.errors import (
     UnpicklableMessage,
 )
 from sediment.runtime.failpoints import FailpointHit
-from sediment.runtime.messages import Down, Exit
+from sediment.runtime.messages import Call, Down, Exit
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.runtime.reasons import KILL, KILLED, NOPROC, NORMAL, SHUTDOWN, Error
+
+RT_BACKENDS = ("sim", "ray", "ray-hosted")  # "-hosted": every process of a node in one host
 
 # --- messages ---
 
@@ -441,6 +444,71 @@ def test_kill_node_kills_only_that_node(rt: Any) -> None:
     assert rt.call(on_n1, "alive?") == ("echo", "alive?")
 
 
+# --- hosts: processes sharing one host ---
+
+
+async def _spawn_beside(ctx: Process) -> tuple[str, str]:
+    """Spawn a process into the host this one runs in: (my host, its host)."""
+    child = await ctx.spawn(echo, host="h")
+    assert await ctx.call(child, "hi") == ("echo", "hi")
+    return ctx.self().host, child.host
+
+
+def test_a_spawn_into_the_spawners_own_host_lands_beside_it(rt: Any) -> None:
+    pid = rt.spawn(_spawn_beside_loop, node="n2", host="h")
+    mine, theirs = rt.call(pid, "go", timeout=30)
+    assert mine == theirs == pid.host
+
+
+async def _spawn_beside_loop(ctx: Process) -> None:
+    msg = await ctx.receive(Call)
+    ctx.reply(msg.from_, await _spawn_beside(ctx))
+    await ctx.receive(lambda m: m == "never")
+
+
+def test_a_crash_in_a_shared_host_ends_only_that_process(rt: Any) -> None:
+    a = rt.spawn(echo, node="n2", host="h")
+    b = rt.spawn(echo, node="n2", host="h")
+    watcher = rt.spawn(collector, node="n1")
+    rt.run(_monitor_for, a, watcher)
+    with pytest.raises(CallError):
+        rt.call(a, "crash")  # an uncaught exception ends a, not the host
+    assert eventually(rt, lambda: any(isinstance(m, Down) for m in rt.call(watcher, "get")))
+    down = next(m for m in rt.call(watcher, "get") if isinstance(m, Down))
+    assert down.pid == a and isinstance(down.reason, Error)
+    assert rt.call(b, "still here?") == ("echo", "still here?")
+    rt.kill(b)  # killed alone: its host goes on
+    c = rt.spawn(echo, node="n2", host="h")
+    assert c.host == a.host and rt.call(c, 1) == ("echo", 1)
+
+
+def test_killing_a_host_ends_everything_in_it_and_tells_links_and_monitors(rt: Any) -> None:
+    inside = [rt.spawn(idle, node="n2", host="h") for _ in range(2)]
+    beside = rt.spawn(echo, node="n2", host="other")
+    watcher = rt.spawn(collector, node="n1")
+    rt.run(_monitor_for, inside[0], watcher)
+    linked = rt.spawn(linking_trapper, watcher, node="n1")
+    assert rt.call(linked, ("link", inside[1])) == "linked"
+    killed = rt.kill_host("n2", "h")
+    assert set(killed) == set(inside)
+
+    def seen() -> list[Any]:
+        return list(rt.call(watcher, "get"))
+
+    assert eventually(rt, lambda: any(isinstance(m, Down) for m in seen())
+                      and any(isinstance(m, tuple) and isinstance(m[1], Exit) for m in seen()),
+                      timeout=30)
+    down = next(m for m in seen() if isinstance(m, Down))
+    exit_ = next(m[1] for m in seen() if isinstance(m, tuple) and isinstance(m[1], Exit))
+    assert (down.pid, down.reason) == (inside[0], KILLED)
+    assert (exit_.pid, exit_.reason) == (inside[1], KILLED)
+    assert eventually(rt, lambda: not any(rt.is_alive(p) for p in inside))
+    assert rt.call(beside, "alive?") == ("echo", "alive?")
+    again = rt.spawn(echo, node="n2", host="h")  # a new host takes the name
+    assert again.host != inside[0].host or rt.backend == "sim"
+    assert rt.call(again, 2) == ("echo", 2)
+
+
 # --- mailbox bounds, failpoints ---
 
 
@@ -652,7 +720,7 @@ def test_warm_pool_serves_spawns_and_refills() -> None:
         warm = ray.get(rt.registry.pooled.remote())
         pid = rt.spawn(echo, node="n2")
         assert rt.call(pid, 1) == ("echo", 1)
-        assert pid.id == warm["n2"][0]  # the spawn took the oldest warm actor
+        assert pid.host == warm["n2"][0]  # the spawn took the oldest warm host
         assert eventually(rt, lambda: pools() == {"n1": 2, "n2": 2}, timeout=60)
         for _ in range(3):  # a burst: the pool refills behind it
             rt.spawn(echo, node="n1")

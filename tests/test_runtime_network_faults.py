@@ -14,6 +14,7 @@ from sediment.runtime.errors import CallTimeout, ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
+RT_BACKENDS = ("sim", "ray", "ray-hosted")  # "-hosted": every process of a node in one host
 
 async def _echo(ctx: Process) -> None:
     while True:

@@ -18,6 +18,7 @@ from sediment.runtime.errors import BadArgument, CallTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
+RT_BACKENDS = ("sim", "ray", "ray-hosted")  # "-hosted": every process of a node in one host
 
 async def _counter(ctx: Process, tick: float) -> None:
     """Counts casts ("add") and its own timer ticks; a call answers both counts."""

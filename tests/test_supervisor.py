@@ -23,6 +23,7 @@ from sediment.runtime.reasons import KILLED, NORMAL, SHUTDOWN
 from sediment.supervision import Backoff, ChildSpec, Spawn, SupFlags, requests, start_top
 from sediment.supervision.errors import InvalidChildSpec, InvalidSupFlags
 
+RT_BACKENDS = ("sim", "ray", "ray-hosted")  # "-hosted": every process of a node in one host
 
 def pids(rt: Any, sup: Pid) -> dict[Any, Any]:
     return {cid: pid for cid, pid, _ in rt.call(sup, requests.which_children())}

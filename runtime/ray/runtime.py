@@ -2,7 +2,8 @@
 
 Starts (or joins, with `address`/`RAY_ADDRESS`) a Ray instance, maps logical nodes onto
 Ray nodes (distinct ones when the cluster has several), and starts the registry actor.
-Every call is synchronous and bounded by a timeout.
+Processes run in host actors (`host.py`): one of their own, or a named host they share
+on their node. Every call is synchronous and bounded by a timeout.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from ..api import ProcessFailed, Runtime, outcome
 from ..errors import BadArgument, CallTimeout, NoProc
 from ..failpoints import Failpoint, check_point
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
-from ..messages import ExitSignal, FailpointSignal, MessageSignal, SuspendSignal
+from ..messages import ExitSignal, FailpointSignal, KillSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
 from ..reasons import KILL
 from ..sim.network import Network
-from ..validation import make_spawn_opts
+from ..validation import check_host, make_spawn_opts
 from .registry import start_registry
-from .spawning import spawn_sync
+from .spawning import start_sync
 from .transport import (
     NAMESPACE,
     ClusterConfig,
@@ -62,21 +63,25 @@ def place_nodes(nodes: tuple[str, ...]) -> dict[str, str]:
 
 
 class RayRuntime(Runtime):
-    """Processes as Ray actors; this object is the driver's handle on them."""
+    """Processes in Ray host actors; this object is the driver's handle on them."""
 
     backend = "ray"
 
     def __init__(self, nodes: tuple[str, ...] | list[str] = ("n1", "n2", "n3"),
                  cluster: str | None = None, address: str | None = None,
-                 reap_delay: float = 2.0, warm_pool: int = 1) -> None:
+                 reap_delay: float = 2.0, warm_pool: int = 1,
+                 default_host: str | None = None) -> None:
         if not nodes:
             raise BadArgument("a runtime needs at least one node")
+        if default_host is not None:
+            check_host(default_host)
         ensure_ray(address)
         self.nodes = tuple(nodes)
         if warm_pool < 0:
             raise BadArgument(f"warm_pool must be >= 0, got {warm_pool}")
         self.config = ClusterConfig(cluster or f"c{uuid.uuid4().hex[:8]}",
-                                    place_nodes(self.nodes), reap_delay, warm_pool)
+                                    place_nodes(self.nodes), reap_delay, warm_pool,
+                                    default_host or None)
         self.registry = start_registry(self.config)
         self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
         self.net = Network(random.Random(), cross_node_delay=(0.0, 0.0))
@@ -96,16 +101,19 @@ class RayRuntime(Runtime):
 
     def spawn(self, fn: ProcessFn, *args: Any, node: str | None = None, name: str | None = None,
               trap_exit: bool = False, mailbox_capacity: int | None = None,
-              label: str | None = None, failpoints: dict[str, Failpoint] | None = None) -> Pid:
+              label: str | None = None, failpoints: dict[str, Failpoint] | None = None,
+              host: str | None = None) -> Pid:
         opts = make_spawn_opts(node or self.nodes[0], None, name, trap_exit, mailbox_capacity,
-                               label, failpoints)
-        return spawn_sync(self.config, self.registry, fn, args, opts, parent=None)
+                               label, failpoints, host)
+        target = self.config.default_host if host is None else host
+        assert opts.node is not None
+        return start_sync(self.config, self.registry, fn, args, opts, opts.node, target or None)
 
     def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
             timeout: float = 60.0) -> Any:
         pid = self.spawn(fn, *args, node=node)
         try:
-            reason, result = ray.get(pid.handle.run.remote(), timeout=timeout)
+            reason, result = ray.get(pid.handle.run.remote(pid.id), timeout=timeout)
         except GetTimeoutError:
             self.kill(pid)
             raise CallTimeout(f"{pid} did not finish within {timeout} s") from None
@@ -129,7 +137,7 @@ class RayRuntime(Runtime):
         except GetTimeoutError:
             raise CallTimeout(f"call to {pid} timed out after {timeout} s") from None
         except RayActorError as exc:
-            raise death_error(pid, exc) from None
+            raise death_error(pid, classify_death(exc)) from None
         return call_result(pid, status, value)
 
     def exit(self, pid: Pid, reason: Any) -> None:
@@ -139,16 +147,36 @@ class RayRuntime(Runtime):
             self.transport.submit(pid, ExitSignal(DRIVER, reason, from_link=False))
 
     def kill(self, pid: Pid) -> None:
+        """A process with a host of its own: ray.kill of its actor. One sharing a host:
+        only it ends (killed), the host and the others in it go on."""
+        if "~" in pid.host:
+            self.transport.submit(pid, KillSignal())
+            return
         handle = self.transport.handle(pid)
         if handle is not None:
             ray.kill(handle)
 
     def kill_node(self, node: str) -> list[Pid]:
-        if node not in self.nodes:
-            raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
+        """ray.kill of every host on the node: every process in them ends at once."""
+        self._node(node)
         victims: list[Pid] = ray.get(self.registry.processes.remote(node), timeout=30)
-        for pid in victims:
-            ray.kill(pid.handle)
+        hosts = ray.get(self.registry.hosts_of.remote(node), timeout=30)
+        for _id, _name, handle in hosts:
+            with contextlib.suppress(Exception):
+                ray.kill(handle)
+        return victims
+
+    def kill_host(self, node: str, host: str) -> list[Pid]:
+        check_host(host)
+        self._node(node)
+        hosts = [h for h in ray.get(self.registry.hosts_of.remote(node), timeout=30)
+                 if h[1] == host]
+        victims: list[Pid] = []
+        for _id, _name, handle in hosts:
+            with contextlib.suppress(Exception):
+                victims.extend(ray.get(handle.processes.remote(), timeout=30))
+            with contextlib.suppress(Exception):
+                ray.kill(handle)
         return victims
 
     def partition(self, side_a: list[str], side_b: list[str]) -> None:
@@ -202,8 +230,8 @@ class RayRuntime(Runtime):
             return
         self._net_dirty = False
         rules = self.net.rules()
-        pids: list[Pid] = ray.get(self.registry.set_net.remote(rules), timeout=30)
-        refs = [p.handle.set_net.remote(rules) for p in pids]
+        hosts: list[Any] = ray.get(self.registry.set_net.remote(rules), timeout=30)
+        refs = [handle.set_net.remote(rules) for handle in hosts]
         for ref in refs:
             with contextlib.suppress(RayActorError):  # a process that ended meanwhile
                 ray.get(ref, timeout=30)
@@ -215,6 +243,15 @@ class RayRuntime(Runtime):
     def processes(self) -> list[Pid]:
         pids: list[Pid] = ray.get(self.registry.processes.remote(), timeout=30)
         return pids
+
+    def is_alive(self, pid: Pid) -> bool:
+        handle = self.transport.handle(pid)
+        if handle is None:
+            return False
+        try:
+            return bool(ray.get(handle.alive.remote(pid.id), timeout=30))
+        except RayActorError:
+            return False
 
     def arm_failpoint(self, pid: Pid, name: str, action: str, *, count: int | None = 1,
                       seconds: float | None = None) -> None:
@@ -251,7 +288,7 @@ class RayRuntime(Runtime):
         return time.monotonic()
 
     def shutdown(self) -> None:
-        """Kill every process actor of this runtime, then its registry."""
+        """Kill every host actor of this runtime, then its registry."""
         try:
             ray.get(self.registry.teardown.remote(), timeout=60)
         finally:

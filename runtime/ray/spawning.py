@@ -1,7 +1,10 @@
-"""Creating a process: a fresh detached actor, placed on its logical node's Ray node.
+"""Creating hosts and starting processes in them, from a host or from the driver.
 
-Each process incarnation is a new actor (a restarted child is a new pid, as in Erlang).
-The driver spawns synchronously, processes asynchronously; both go through here.
+A process with a host of its own takes an idle, already-started host from its node's
+warm pool (one registry call) and starts in it (one call to that host). A process that
+joins a named host on its node ("raft" on n1) finds that host through the registry
+(cached by the spawner) and starts in it; a spawn into the host the spawner itself runs
+in needs no Ray call at all (`HostKernel.spawn`).
 """
 
 from __future__ import annotations
@@ -10,12 +13,37 @@ import uuid
 from typing import Any
 
 import ray
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 
-from ..errors import BadArgument
+from ..errors import BadArgument, NoProc
 from ..kernel import ProcessFn, SpawnOpts
 from ..pid import Pid
 from .transport import ClusterConfig, actor_options
+
+START_ATTEMPTS = 3  # a named host that died under a spawn is looked up again
+
+
+def new_host_id(node: str, name: str | None) -> str:
+    """A cluster-unique host id; a named host's id holds '~' (its processes are killed
+    one by one, never by ray.kill of the whole host)."""
+    tag = uuid.uuid4().hex[:10]
+    return f"{node}~{name}~{tag}" if name else tag
+
+
+def create_host(config: ClusterConfig, node: str, name: str | None,
+                registry: Any) -> tuple[str, Any]:
+    """A new, idle host actor on `node`: (its id, its handle)."""
+    from .host import HostActor  # the actor module imports this one
+
+    host_id = new_host_id(node, name)
+    handle = HostActor.options(**actor_options(config, node, host_id)).remote(
+        config, node, host_id, name, registry)
+    return host_id, handle
+
+
+def check_node(config: ClusterConfig, node: str) -> None:
+    if node not in config.node_map:
+        raise BadArgument(f"unknown node {node!r}; this runtime has {list(config.node_map)}")
 
 
 def _unwrap(exc: RayTaskError) -> BaseException:
@@ -24,51 +52,56 @@ def _unwrap(exc: RayTaskError) -> BaseException:
     return inner if isinstance(inner, BaseException) else cause
 
 
-def create_actor(config: ClusterConfig, node: str, registry: Any) -> Pid:
-    """A new, idle process actor on `node` (its pid is fixed now)."""
-    from .actor import ProcessActor  # the actor module imports this one
-
-    pid = Pid(node, uuid.uuid4().hex[:12])
-    handle = ProcessActor.options(**actor_options(config, pid)).remote(
-        config, pid.node, pid.id, registry
-    )
-    return Pid(pid.node, pid.id, handle)
-
-
-def _node(config: ClusterConfig, opts: SpawnOpts) -> str:
-    node = opts.node or next(iter(config.node_map))
-    if node not in config.node_map:
-        raise BadArgument(f"unknown node {node!r}; this runtime has {list(config.node_map)}")
-    return node
-
-
-async def spawn_async(config: ClusterConfig, registry: Any, fn: ProcessFn,
-                      args: tuple[Any, ...], opts: SpawnOpts, parent: Pid | None) -> Pid:
-    node = _node(config, opts)
-    pid = None
-    if config.warm_pool:
-        pid = await registry.checkout.remote(node)
-    if pid is None:
-        pid = create_actor(config, node, registry)
-    try:
-        await pid.handle.start.remote(fn, args, opts, parent)
-    except RayTaskError as exc:
-        ray.kill(pid.handle)
-        raise _unwrap(exc) from None
-    return pid
+async def start_remote(config: ClusterConfig, registry: Any, cache: dict[tuple[str, str], Any],
+                       fn: ProcessFn, args: tuple[Any, ...], opts: SpawnOpts,
+                       parent: Pid | None, node: str, host: str | None) -> Pid:
+    """Start a process in a host other than the caller's (from inside a host)."""
+    check_node(config, node)
+    stale = None
+    for _ in range(START_ATTEMPTS):
+        if host:
+            entry = cache.get((node, host))
+            if entry is None or entry[0] == stale:
+                entry = await registry.host_for.remote(node, host, stale)
+                cache[(node, host)] = entry
+        else:
+            entry = await registry.checkout.remote(node)
+        host_id, handle = entry
+        try:
+            pid: Pid = await handle.start.remote(fn, args, opts, parent)
+            return pid
+        except RayTaskError as exc:
+            if not host:
+                ray.kill(handle)
+            raise _unwrap(exc) from None
+        except RayActorError:
+            cache.pop((node, host or ""), None)
+            stale = host_id
+            if not host:
+                raise NoProc(f"the new process's host on {node} died before it started") from None
+    raise NoProc(f"host {host!r} on {node} did not start the process")
 
 
-def spawn_sync(config: ClusterConfig, registry: Any, fn: ProcessFn, args: tuple[Any, ...],
-               opts: SpawnOpts, parent: Pid | None, timeout: float = 120.0) -> Pid:
-    node = _node(config, opts)
-    pid = None
-    if config.warm_pool:
-        pid = ray.get(registry.checkout.remote(node), timeout=timeout)
-    if pid is None:
-        pid = create_actor(config, node, registry)
-    try:
-        ray.get(pid.handle.start.remote(fn, args, opts, parent), timeout=timeout)
-    except RayTaskError as exc:
-        ray.kill(pid.handle)
-        raise _unwrap(exc) from None
-    return pid
+def start_sync(config: ClusterConfig, registry: Any, fn: ProcessFn, args: tuple[Any, ...],
+               opts: SpawnOpts, node: str, host: str | None, timeout: float = 120.0) -> Pid:
+    """Start a process from the driver."""
+    check_node(config, node)
+    stale = None
+    for _ in range(START_ATTEMPTS):
+        if host:
+            host_id, handle = ray.get(registry.host_for.remote(node, host, stale),
+                                      timeout=timeout)
+        else:
+            host_id, handle = ray.get(registry.checkout.remote(node), timeout=timeout)
+        try:
+            pid: Pid = ray.get(handle.start.remote(fn, args, opts, None), timeout=timeout)
+            return pid
+        except RayTaskError as exc:
+            if not host:
+                ray.kill(handle)
+            raise _unwrap(exc) from None
+        except RayActorError:
+            stale = host_id
+            if not host:
+                raise NoProc(f"the new process's host on {node} died before it started") from None
+    raise NoProc(f"host {host!r} on {node} did not start the process")

@@ -1,8 +1,11 @@
-"""Moving signals between Ray actors: handles, sequence numbers, death classification.
+"""Moving signals between host actors: handles, sequence numbers, batching, faults.
 
-Shared by the kernel inside each process actor and by the driver. Async Ray actors do not
-keep per-sender order, so every signal carries (sender id, seq) with seq counting up per
-(sender, receiver) pair; the receiver's reorder buffer restores FIFO.
+Every process lives in a host actor (its own, or a named host it shares). Signals between
+two hosts travel as `deliver(sender, first_seq, [(dest pid id, signal), ...])` Ray
+calls. Async Ray actors do not keep per-caller order, so every signal carries a sequence
+number counting up per (sender host, receiver host) pair and the receiver's reorder
+buffer restores FIFO: per pair of hosts, hence per pair of processes (Erlang's one
+ordering guarantee). Shared by the kernel inside each host and by the driver.
 """
 
 from __future__ import annotations
@@ -24,11 +27,10 @@ from ..failpoints import Failpoint
 from ..messages import (
     ExitSignal,
     FailpointSignal,
-    LinkSignal,
+    KillSignal,
     MessageSignal,
     Signal,
     SuspendSignal,
-    UnlinkSignal,
 )
 from ..pid import Pid
 from ..reasons import KILLED, NOPROC
@@ -36,29 +38,35 @@ from ..serialization import check_serializable
 from ..sim.network import NetRules, Network
 
 NAMESPACE = "sediment"
-SIGNAL_TYPES = (ExitSignal, LinkSignal, UnlinkSignal, FailpointSignal, SuspendSignal)
+# Sent on the host's "signals" concurrency group, so a flood of messages queued in front of
+# them at the Ray level cannot delay a kill, an exit or a pause (they still keep their
+# place in the pair's order: the receiver's reorder buffer holds them until it comes).
+PRIORITY_TYPES = (ExitSignal, KillSignal, FailpointSignal, SuspendSignal)
 ACTOR_MAX_CONCURRENCY = 10_000
+Item = tuple[str, Signal]  # (receiving pid id, signal)
 
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """What every process actor of one runtime needs to know, fixed at start."""
+    """What every host actor of one runtime needs to know, fixed at start."""
 
     cluster: str
     node_map: dict[str, str] = field(default_factory=dict)  # logical node -> Ray node id
     reap_delay: float = 2.0
-    warm_pool: int = 1  # idle, already-started actors kept per logical node
+    warm_pool: int = 1  # idle, already-started hosts kept per logical node
+    default_host: str | None = None  # the named host a spawn without `host` joins
 
-    def actor_name(self, pid_id: str) -> str:
-        return f"{self.cluster}:{pid_id}"
+    def actor_name(self, host_id: str) -> str:
+        return f"{self.cluster}:{host_id}"
 
 
 def classify_death(exc: RayActorError) -> Any:
-    """The exit reason a watcher reports for an actor that is gone.
+    """The exit reason for processes of a host actor that is gone.
 
-    A process that ended on its own is reaped with an intended exit: whoever asks after
-    that learns `noproc` (as Erlang answers for a pid that no longer exists). Anything
-    else (ray.kill, a crashed worker, a lost node) is `killed`.
+    A host that ended on its own (reaped after its only process ended, or stopped) ends
+    with an intended exit: whoever asks after that learns `noproc` (as Erlang answers for
+    a pid that no longer exists). Anything else (ray.kill, a crashed worker, a lost node)
+    is `killed`.
     """
     text = str(exc)
     if "INTENDED_USER_EXIT" in text or "intentionally" in text:
@@ -75,138 +83,117 @@ def call_result(dest: Pid, status: str, value: Any) -> Any:
     raise CallExit(dest, value)
 
 
-def death_error(dest: Pid, exc: RayActorError) -> CallError:
-    """The typed error for a call whose target actor died."""
-    reason = classify_death(exc)
+def death_error(dest: Pid, reason: Any) -> CallError:
+    """The typed error for a call whose target's host is gone with `reason`."""
     return NoProc(f"no process {dest}") if reason == NOPROC else CallExit(dest, reason)
 
 
-def actor_options(config: ClusterConfig, pid: Pid) -> dict[str, Any]:
+def actor_options(config: ClusterConfig, node: str, host_id: str) -> dict[str, Any]:
     opts: dict[str, Any] = {
-        "name": config.actor_name(pid.id),
+        "name": config.actor_name(host_id),
         "namespace": NAMESPACE,
         "lifetime": "detached",
         "num_cpus": 0,
         "max_restarts": 0,
         "max_concurrency": ACTOR_MAX_CONCURRENCY,
     }
-    ray_node = config.node_map.get(pid.node)
+    ray_node = config.node_map.get(node)
     if ray_node:
         opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray_node, soft=False)
     return opts
 
 
 class Transport:
-    """Sends signals from one sender (a process or the driver), numbering them per target."""
+    """Sends signals from one sender (a host or the driver), numbering them per host."""
 
     def __init__(self, config: ClusterConfig, sender_id: str, node: str = "driver") -> None:
         self.config = config
         self.sender_id = sender_id
         self.node = node
-        self._seq: dict[str, int] = {}
-        self._handles: dict[str, Any] = {}
+        self._seq: dict[str, int] = {}  # receiving host -> last seq used
+        self._handles: dict[str, Any] = {}  # host id -> actor handle
         self._lock = threading.Lock()
-
-    def clock_offset(self, node: str) -> float:
-        """A clock-skew fault's offset for `node` (only process transports hold rules)."""
-        return 0.0
 
     def _count(self, messages: int) -> None:
         tags = {"node": self.node}
         metrics.MESSAGES_SENT.inc(messages, tags)
         metrics.RAY_CALLS.inc(1, tags)
 
-    def last_seq(self, dest_id: str) -> int:
-        return self._seq.get(dest_id, 0)
+    def _next_seq(self, host: str) -> int:
+        seq = self._seq.get(host, 0) + 1
+        self._seq[host] = seq
+        return seq
 
     def handle(self, pid: Pid) -> Any | None:
-        """The actor handle for `pid`, or None if no such actor exists (any more)."""
+        """The actor handle of `pid`'s host, or None if that actor does not exist (any more)."""
         if pid.handle is not None:
             return pid.handle
-        handle = self._handles.get(pid.id)
-        if handle is None:
+        handle = self._handles.get(pid.host)
+        if handle is None and pid.host:
             try:
-                handle = ray.get_actor(self.config.actor_name(pid.id), namespace=NAMESPACE)
+                handle = ray.get_actor(self.config.actor_name(pid.host), namespace=NAMESPACE)
             except ValueError:
                 return None
-            self._handles[pid.id] = handle
+            self._handles[pid.host] = handle
         return handle
 
-    def remember(self, pid: Pid) -> None:
-        if pid.handle is not None:
-            self._handles[pid.id] = pid.handle
-
     def submit(self, dest: Pid, signal: Signal) -> bool:
-        """Send one signal; False if the target does not exist. Never blocks."""
+        """Send one signal now; False if the target's host does not exist. Never blocks."""
         handle = self.handle(dest)
         if handle is None:
             return False
-        method = handle.signal if isinstance(signal, SIGNAL_TYPES) else handle.deliver
+        method = handle.signal if isinstance(signal, PRIORITY_TYPES) else handle.deliver
         with self._lock:
-            seq = self._seq.get(dest.id, 0) + 1
+            seq = self._seq.get(dest.host, 0) + 1
             try:
-                method.remote(self.sender_id, seq, signal)
+                method.remote(self.sender_id, seq, [(dest.id, signal)])
                 self._count(1)
             except (TypeError, ValueError) as exc:  # serialization failed: nothing was sent
                 raise UnpicklableMessage(
                     f"message cannot be serialized: {type(exc).__name__}: {exc}"
                 ) from None
-            self._seq[dest.id] = seq
+            self._seq[dest.host] = seq
         return True
 
-    def submit_watch(self, dest: Pid) -> Any | None:
-        """Start watching `dest`, in order with what this sender sent it before."""
-        handle = self.handle(dest)
-        if handle is None:
-            return None
-        with self._lock:
-            seq = self._seq.get(dest.id, 0) + 1
-            ref = handle.watch.remote(self.sender_id, seq)
-            self._seq[dest.id] = seq
-        return ref
-
     def submit_call(self, dest: Pid, request: Any) -> Any | None:
-        """Start a call; the ObjectRef of the reply, or None if the target does not exist."""
+        """Start a call; the ObjectRef of the reply, or None if the host does not exist."""
         handle = self.handle(dest)
         if handle is None:
             return None
         with self._lock:
-            seq = self._seq.get(dest.id, 0) + 1
+            seq = self._seq.get(dest.host, 0) + 1
             try:
-                ref = handle.call_in.remote(self.sender_id, seq, request)
+                ref = handle.call_in.remote(self.sender_id, seq, dest.id, request)
             except (TypeError, ValueError) as exc:
                 raise UnpicklableMessage(
                     f"request cannot be serialized: {type(exc).__name__}: {exc}"
                 ) from None
-            self._seq[dest.id] = seq
+            self._seq[dest.host] = seq
         return ref
 
 
-LOST = object()  # submit_call's answer for a request the network fault dropped
-
-
 class BatchingTransport(Transport):
-    """Coalesces the messages a process sends one receiver in one event-loop turn.
+    """A host's sender: coalesces what its processes send one host in one event-loop turn.
 
-    `send` stays non-blocking and numbered at once (so order and gap-free sequences are
-    decided at the call); the Ray call that carries them goes out at the end of the
-    turn, one per receiver, at most `max_batch` messages each. A burst of N sends costs
-    one actor call instead of N.
+    `submit` stays non-blocking and numbered at once (so order and gap-free sequences are
+    decided at the send); the Ray call that carries them goes out at the end of the turn,
+    one per receiving host, at most `max_batch` signals each. A burst of N sends from any
+    of the host's processes to any processes of another host costs one actor call.
 
     Network faults (`set_net`: partitions, per-link delay and loss, the same rules as the
-    sim backend's `Network`) are applied here, at the sender, to messages and call
-    requests between different logical nodes: a lost message takes no sequence number,
+    sim backend's `Network`) apply here, at the sender, to messages (call requests
+    included) between different logical nodes: a lost message takes no sequence number,
     so the receiver's stream has no gap; a delayed one keeps its number and the
     receiver's reorder buffer holds what follows until it arrives (FIFO per pair, like a
-    TCP connection). Exit, link and failpoint signals, and call replies (they return on
-    the request's Ray call), are not affected.
+    TCP connection). Exit, link, monitor and failpoint signals and call replies are not
+    affected.
     """
 
     def __init__(self, config: ClusterConfig, sender_id: str, node: str,
                  max_batch: int = 512) -> None:
         super().__init__(config, sender_id, node)
         self.max_batch = max_batch
-        self._outbox: dict[str, tuple[Any, int, list[Signal]]] = {}
+        self._outbox: dict[str, tuple[Any, int, list[Item]]] = {}
         self._flush_scheduled = False
         self._net: Network | None = None
 
@@ -223,71 +210,71 @@ class BatchingTransport(Transport):
         return self._net.skew.get(node, 0.0) if self._net is not None else 0.0
 
     def everywhere_failpoint(self, name: str) -> Failpoint | None:
-        """A failpoint armed on every process (only process transports hold rules)."""
+        """A failpoint armed on every process."""
         return self._net.failpoints.get(name) if self._net is not None else None
 
-    def _route(self, dest: Pid) -> float | None:
+    def route(self, dest: Pid) -> float | None:
         """Delay before a message to `dest` leaves (0: now), None if the fault drops it."""
         if self._net is None or dest.node == self.node:
             return 0.0
         return self._net.route(self.node, dest.node)
 
-    def _send_later(self, delay: float, dest: Pid, handle: Any, seq: int,
-                    signal: Signal) -> None:
-        def go() -> None:
-            self._count(1)
-            handle.deliver.remote(self.sender_id, seq, signal)
-
-        asyncio.get_running_loop().call_later(delay, go)
-
-    def submit_call(self, dest: Pid, request: Any) -> Any | None:
-        delay = self._route(dest)
-        if delay is None:
-            return LOST if self.handle(dest) is not None else None
-        return super().submit_call(dest, request)
-
     def submit(self, dest: Pid, signal: Signal) -> bool:
-        if isinstance(signal, SIGNAL_TYPES):
-            return super().submit(dest, signal)
         handle = self.handle(dest)
         if handle is None:
             return False
         if isinstance(signal, MessageSignal):
             check_serializable(signal.payload)
-        delay = self._route(dest)
-        if delay is None:
-            return True  # lost on the way: the sender cannot tell
-        if delay > 0:
-            if dest.id in self._outbox:
-                self._send_box(dest.id)
-            seq = self._seq.get(dest.id, 0) + 1
-            self._seq[dest.id] = seq
-            self._send_later(delay, dest, handle, seq, signal)
+            delay = self.route(dest)
+            if delay is None:
+                return True  # lost on the way: the sender cannot tell
+            if delay > 0:
+                self._flush_host(dest.host)
+                seq = self._next_seq(dest.host)
+                self._send_later(delay, handle, seq, (dest.id, signal))
+                return True
+        if isinstance(signal, PRIORITY_TYPES):
+            self._flush_host(dest.host)  # what went before leaves first
+            seq = self._next_seq(dest.host)
+            self._count(1)
+            handle.signal.remote(self.sender_id, seq, [(dest.id, signal)])
             return True
-        seq = self._seq.get(dest.id, 0) + 1
-        self._seq[dest.id] = seq
-        box = self._outbox.get(dest.id)
+        seq = self._next_seq(dest.host)
+        box = self._outbox.get(dest.host)
         if box is None:
-            self._outbox[dest.id] = (handle, seq, [signal])
+            self._outbox[dest.host] = (handle, seq, [(dest.id, signal)])
         else:
-            box[2].append(signal)
+            box[2].append((dest.id, signal))
             if len(box[2]) >= self.max_batch:
-                self._send_box(dest.id)
+                self._flush_host(dest.host)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
         return True
 
+    def _send_later(self, delay: float, handle: Any, seq: int, item: Item) -> None:
+        def go() -> None:
+            self._count(1)
+            handle.deliver.remote(self.sender_id, seq, [item])
+
+        asyncio.get_running_loop().call_later(delay, go)
+
     def flush(self) -> None:
         """Send every pending batch now."""
         self._flush_scheduled = False
-        for dest_id in list(self._outbox):
-            self._send_box(dest_id)
+        for host in list(self._outbox):
+            self._flush_host(host)
 
-    def _send_box(self, dest_id: str) -> None:
-        handle, first, signals = self._outbox.pop(dest_id)
-        self._count(len(signals))
-        if len(signals) == 1:
-            handle.deliver.remote(self.sender_id, first, signals[0])
-        else:
-            handle.deliver_batch.remote(self.sender_id, first, signals)
+    def _flush_host(self, host: str) -> None:
+        box = self._outbox.pop(host, None)
+        if box is None:
+            return
+        handle, first, items = box
+        self._count(len(items))
+        handle.deliver.remote(self.sender_id, first, items)
+
+    def forget(self, host: str) -> None:
+        """A host is gone: drop what was waiting for it and its numbering."""
+        self._outbox.pop(host, None)
+        self._seq.pop(host, None)
+        self._handles.pop(host, None)

@@ -61,8 +61,9 @@ class SimKernel:
     """Implements `Kernel` for all processes of one simulated cluster."""
 
     def __init__(self, seed: int, nodes: tuple[str, ...], *, trace: bool = True,
-                 check_pickle: bool = True) -> None:
+                 check_pickle: bool = True, default_host: str | None = None) -> None:
         self.seed = seed
+        self.default_host = default_host or ""
         self.nodes = nodes
         self.loop = SimLoop()
         self.rng = random.Random(f"sediment-sim-{seed}")
@@ -125,7 +126,8 @@ class SimKernel:
             raise BadArgument(f"unknown node {node!r}; this runtime has {list(self.nodes)}")
         if node in self.net.down:
             raise NoProc(f"node {node} is down")
-        pid = Pid(node, str(next(self._ids)))
+        host = self.default_host if opts.host is None else opts.host
+        pid = Pid(node, str(next(self._ids)), None, host)
         if opts.name is not None:
             holder = self.names.get(opts.name)
             if holder is not None:
@@ -215,6 +217,14 @@ class SimKernel:
         """Crash every process on `node` at the same instant."""
         victims = [p for p in self.procs.values() if p.pid.node == node]
         self._trace(f"kill_node {node}")
+        for proc in victims:
+            self.crash(proc)
+        return [p.pid for p in victims]
+
+    def kill_host(self, node: str, host: str) -> list[Pid]:
+        """Crash every process of the named host on `node` at the same instant."""
+        victims = [p for p in self.procs.values() if p.pid.node == node and p.pid.host == host]
+        self._trace(f"kill_host {node}/{host}")
         for proc in victims:
             self.crash(proc)
         return [p.pid for p in victims]

@@ -12,7 +12,7 @@ from ..messages import ExitSignal, FailpointSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
 from ..process import Process
 from ..reasons import KILL, SHUTDOWN
-from ..validation import make_spawn_opts
+from ..validation import check_host, make_spawn_opts
 from .kernel import DRIVER, SimKernel
 
 
@@ -26,11 +26,15 @@ class SimRuntime(Runtime):
     backend = "sim"
 
     def __init__(self, seed: int = 0, nodes: tuple[str, ...] | list[str] = ("n1", "n2", "n3"),
-                 trace: bool = True, check_pickle: bool = True) -> None:
+                 trace: bool = True, check_pickle: bool = True,
+                 default_host: str | None = None) -> None:
         if not nodes:
             raise BadArgument("a runtime needs at least one node")
+        if default_host is not None:
+            check_host(default_host)
         self.nodes = tuple(nodes)
-        self.kernel = SimKernel(seed, self.nodes, trace=trace, check_pickle=check_pickle)
+        self.kernel = SimKernel(seed, self.nodes, trace=trace, check_pickle=check_pickle,
+                                default_host=default_host)
         self.loop = self.kernel.loop
 
     @property
@@ -49,9 +53,10 @@ class SimRuntime(Runtime):
 
     def spawn(self, fn: ProcessFn, *args: Any, node: str | None = None, name: str | None = None,
               trap_exit: bool = False, mailbox_capacity: int | None = None,
-              label: str | None = None, failpoints: dict[str, Failpoint] | None = None) -> Pid:
+              label: str | None = None, failpoints: dict[str, Failpoint] | None = None,
+              host: str | None = None) -> Pid:
         opts = make_spawn_opts(self._node(node), None, name, trap_exit, mailbox_capacity, label,
-                               failpoints)
+                               failpoints, host)
         pid = self.kernel.spawn_now(None, fn, args, opts)
         return pid
 
@@ -89,6 +94,12 @@ class SimRuntime(Runtime):
 
     def kill_node(self, node: str) -> list[Pid]:
         return self.kernel.kill_node(self._node(node))
+
+    def kill_host(self, node: str, host: str) -> list[Pid]:
+        check_host(host)
+        if not host:
+            raise BadArgument("kill_host needs a named host (kill a process of its own with kill)")
+        return self.kernel.kill_host(self._node(node), host)
 
     def partition(self, side_a: list[str], side_b: list[str]) -> None:
         self.kernel.partition([self._node(n) for n in side_a], [self._node(n) for n in side_b])
