@@ -179,8 +179,10 @@ class _Shell:
 
 async def start_link(ctx: Process, flags: SupFlags, specs: list[ChildSpec], *,
                      node: str | None = None, name: str | None = None,
-                     report_to: Pid | None = None, timeout: float = 120.0) -> Pid:
-    """Start a supervisor linked to the caller; returns once all its children started.
+                     report_to: Pid | None = None, timeout: float = 120.0,
+                     host: str | None = None) -> Pid:
+    """Start a supervisor linked to the caller; returns once all its children started
+    (`host`: a named host on `node` to run in, see Process.spawn).
 
     Bad flags or specs raise InvalidSupFlags / InvalidChildSpec here, before anything
     is spawned. A child that fails to start makes the supervisor exit; the caller gets
@@ -188,7 +190,7 @@ async def start_link(ctx: Process, flags: SupFlags, specs: list[ChildSpec], *,
     """
     validate_child_specs(flags, specs)
     pid = await ctx.spawn(supervisor, flags, list(specs), report_to, node=node, name=name,
-                          link=True, label="supervisor")
+                          link=True, label="supervisor", host=host)
     await ctx.call(pid, which_children(), timeout=timeout)
     return pid
 

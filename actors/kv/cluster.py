@@ -56,7 +56,7 @@ from sediment.actors.kv.types import (
 )
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.cluster import node_children, propose
-from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -103,7 +103,8 @@ class Cluster:
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
                               watcher_max_pending=watcher_max_pending, data_dir=data_dir,
                               flush_hold=tier is not None)
-        specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}"),
+        specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}",
+                                               host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=20,
                                                    period=10), _children(n, spec, config, tier))),
                            type="supervisor") for n in names]

@@ -69,7 +69,7 @@ from sediment.actors.blocks.shell.pool import start_worker_pool
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.cluster import node_children, propose
-from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -102,7 +102,8 @@ def blocks_children(node: str, spec: GroupSpec, config: BlocksConfig) -> list[Ch
     if node in spec.nodes:
         children.append(ChildSpec(NODE_CHILD, (Spawn(blocks_node, node=node,
                                                      name=blocks_node_name(node),
-                                                     label=blocks_node_name(node)),
+                                                     label=blocks_node_name(node),
+                                                     host=RAFT_HOST),
                                                (config,))))
     return children
 
@@ -147,7 +148,8 @@ class BlocksCluster:
         rt = runtime or api.start(backend, nodes=names)
         try:
             specs = [ChildSpec(f"node:{n}",
-                               (Spawn(supervisor, node=n, label=f"blocks-node-sup:{n}"),
+                               (Spawn(supervisor, node=n, label=f"blocks-node-sup:{n}",
+                                      host=RAFT_HOST),
                                 (SupFlags(strategy="rest_for_one", intensity=20, period=10),
                                  [*node_children(n, [spec]), *blocks_children(n, spec, config)])),
                                type="supervisor") for n in names]

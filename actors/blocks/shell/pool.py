@@ -13,6 +13,7 @@ from __future__ import annotations
 from sediment.actors.blocks.shell.compaction_worker import compaction_worker
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.names import worker_pool_name
+from sediment.actors.log.shell.names import RAFT_HOST
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.supervision import (
@@ -43,7 +44,7 @@ async def start_worker_pool(ctx: Process, config: BlocksConfig) -> Pid:
     flags = SupFlags(strategy="simple_one_for_one", intensity=POOL_INTENSITY,
                      period=POOL_PERIOD)
     pool = await start_link(ctx, flags, [worker_spec(config, node)], node=node,
-                            name=worker_pool_name(node))
+                            name=worker_pool_name(node), host=RAFT_HOST)
     for _ in range(config.workers_per_node):
         reply = await ctx.call(pool, requests.start_child(()), timeout=60)
         if not (isinstance(reply, tuple) and reply[:1] == ("ok",)):

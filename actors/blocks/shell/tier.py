@@ -29,6 +29,7 @@ from sediment.actors.blocks.shell.flush_node import flush_node
 from sediment.actors.blocks.shell.flusher import FlusherConfig
 from sediment.actors.blocks.shell.names import flush_node_name
 from sediment.actors.blocks.worker import WorkerConfig
+from sediment.actors.log.shell.names import RAFT_HOST
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.supervision import ChildSpec, Spawn
 
@@ -93,7 +94,8 @@ def tier_children(node: str, parts: TierParts) -> list[ChildSpec]:
     node, the flush follower."""
     follower = ChildSpec(FLUSH_NODE_CHILD, (Spawn(flush_node, node=node,
                                                   name=flush_node_name(node),
-                                                  label=flush_node_name(node)),
+                                                  label=flush_node_name(node),
+                                                  host=RAFT_HOST),
                                             (parts.flusher,)))
     return [*blocks_children(node, parts.spec, parts.blocks), follower]
 

@@ -13,7 +13,14 @@ import time
 from typing import Any
 
 from sediment.actors.log.shell.log_worker import log_worker
-from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.names import (
+    LOG_HOST,
+    RAFT_HOST,
+    raft_name,
+    segwriter_name,
+    wal_name,
+    worker_name,
+)
 from sediment.actors.log.shell.segment_writer import segment_writer
 from sediment.actors.log.shell.server import GroupSpec, raft_server
 from sediment.actors.log.shell.wal_server import wal_server
@@ -26,7 +33,8 @@ def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
     """Start order: the groups' log workers (each recovers its interrupted compactions),
     the segment writer, the WAL, then the raft servers. Under `rest_for_one` a crash
     restarts everything after the crashed process, so whatever read the disk before a
-    recovery reads it again."""
+    recovery reads it again. The WAL and the raft servers share the node's raft host, the
+    log workers its log host; the segment writer has an actor of its own."""
     mine = [g for g in groups if node in g.nodes]
     max_size = max((g.wal_max_size for g in mine), default=64 * 1024 * 1024)
     wal_dir = mine[0].wal_dir(node) if mine else ""
@@ -35,18 +43,18 @@ def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
         ChildSpec("segwriter", (Spawn(segment_writer, node=node, name=segwriter_name(node),
                                       label=segwriter_name(node)), (node, group_dirs))),
         ChildSpec("wal", (Spawn(wal_server, node=node, name=wal_name(node),
-                                label=wal_name(node)), (wal_dir, max_size))),
+                                label=wal_name(node), host=RAFT_HOST), (wal_dir, max_size))),
     ]
     workers = [ChildSpec(
         f"worker:{g.group}",
         (Spawn(log_worker, node=node, name=worker_name(g.group, node),
-               label=worker_name(g.group, node)),
+               label=worker_name(g.group, node), host=LOG_HOST),
          (g.group, g.group_dir(node), g.num_minors, g.segment_max_entries)))
         for g in mine]
     servers = [ChildSpec(
         f"raft:{g.group}",
         (Spawn(raft_server, node=node, name=raft_name(g.group, node),
-               label=raft_name(g.group, node)), (g,)))
+               label=raft_name(g.group, node), host=RAFT_HOST), (g,)))
         for g in mine]
     return workers + children + servers
 
@@ -55,7 +63,8 @@ def start_log_cluster(rt: Any, groups: list[GroupSpec], name: str = "log") -> Pi
     """Start every node's WAL and raft servers under one top supervisor."""
     nodes = sorted({n for g in groups for n in g.nodes})
     specs = [ChildSpec(f"node:{node}",
-                       (Spawn(supervisor, node=node, label=f"log-node:{node}"),
+                       (Spawn(supervisor, node=node, label=f"log-node:{node}",
+                              host=RAFT_HOST),
                         (SupFlags(strategy="rest_for_one", intensity=20, period=10),
                          node_children(node, groups))),
                        type="supervisor")
