@@ -202,8 +202,8 @@ def test_a_damaged_range_file_is_a_typed_error(tmp_path: Path) -> None:
     mr = build(s, {"a": e("1"), "b": e("2"), "c": e("3")})
     r = s.ranges("repo", mr)[0]
     path = rf.file_path(str(tmp_path), "repo", "range", r.id)
-    data = open(path, "rb").read()
-    os.chmod(path, 0o644)
+    with open(path, "rb") as f:
+        data = f.read()
     with open(path, "wb") as f:
         f.write(data[:-10] + bytes(10))
     s.forget()
