@@ -94,8 +94,8 @@ async def get_entry(tier: Tier, repo: str, ref: str, path: str,
     async def read() -> Entry | None:
         branch = await tier.refs.get_branch(repo, ref)
         entry = await _branch_entry(tier, repo, branch, path, staged_only)
-        tier.recorder.record(GotEntry(repo, ref, path, branch.revision,
-                                      None if staged_only else entry))
+        if not staged_only:  # a staged-only read is not the branch's view
+            tier.recorder.record(GotEntry(repo, ref, path, branch.revision, entry))
         return entry
 
     entry = await pinned(tier, read)
