@@ -115,6 +115,15 @@ class CorruptRecord(BranchesError):
     does not decode: written by something else, or damaged."""
 
 
+class KvUnavailable(BranchesError):
+    """No KV member took a request in time. If the request may have reached the log
+    (`indeterminate`), it may still take effect: the caller must read to know."""
+
+    def __init__(self, message: str, indeterminate: bool) -> None:
+        super().__init__(message)
+        self.indeterminate = indeterminate
+
+
 # ---- the block store --------------------------------------------------------------------
 
 
@@ -152,6 +161,7 @@ __all__ = [
     "InvalidInput",
     "InvalidName",
     "InvalidPath",
+    "KvUnavailable",
     "MissingRange",
     "NoChanges",
     "NotFound",
