@@ -19,10 +19,12 @@ from sediment.actors.branches.errors import (
     BranchExists,
     BranchNotFound,
     CommitMetaRangeDirtyBranch,
+    CommitNotFound,
     CompactionConflict,
     CompactionThrottled,
     CorruptRange,
     InvalidEntry,
+    InvalidInput,
     InvalidName,
     InvalidPath,
     NoChanges,
@@ -513,13 +515,17 @@ def kv_state(lake: Lake) -> list[tuple[Any, ...]]:
     (lambda a: a.put(R, "missing", "p", e("x")), BranchNotFound),
     (lambda a: a.put("nosuchrepo", "main", "p", e("x")), RepositoryNotFound),
     (lambda a: a.commit(R, "missing", "m"), BranchNotFound),
-    (lambda a: a.commit(R, "main", 5), Exception),
+    (lambda a: a.commit(R, "main", 5), InvalidInput),
+    (lambda a: a.commit(R, "main", "m", {"k": 1}), InvalidInput),
     (lambda a: a.branch_create(R, "main", "main"), BranchExists),
     (lambda a: a.branch_create(R, "new", "nope"), BranchNotFound),
-    (lambda a: a.branch_create(R, "new", "f" * 64), Exception),
+    (lambda a: a.branch_create(R, "new", "f" * 64), CommitNotFound),
+    (lambda a: a.get(R, "f" * 64, "existing"), CommitNotFound),
     (lambda a: a.repo_create(R), RepositoryExists),
     (lambda a: a.repo_create("X"), InvalidName),
-    (lambda a: a.ls(R, "main", amount=0), Exception),
+    (lambda a: a.ls(R, "main", amount=0), InvalidInput),
+    (lambda a: a.ls(R, "main", prefix=b"\xff"), InvalidPath),
+    (lambda a: a.branch_delete(R, "main"), InvalidInput),
     (lambda a: a.compact(R, "missing"), BranchNotFound),
 ])
 def test_bad_input_is_a_typed_error_and_changes_nothing(lake: Lake, call: Any,
@@ -590,3 +596,25 @@ def test_committed_and_branch_listing_pages(lake: Lake) -> None:
         assert got == want
     with pytest.raises(ObjectNotFound):
         run_sync(get_entry(lake.api.tier, R, "main", "dir/00"))
+
+
+def test_metrics_record_compaction_time_sealed_tokens_and_setif_conflicts(lake: Lake) -> None:
+    from sediment import metrics as m
+
+    m.reset()
+    put(lake, "main", "a", "1")
+    run_sync(compactor.step1(lake.api.tier, R, "main", force=True))
+    put(lake, "main", "b", "1")
+    run_sync(compactor.step1(lake.api.tier, R, "main", force=True))
+    sealed = m.snapshot()["sediment_branch_sealed_tokens"]
+    assert sealed[(("branch", "main"), ("repo", R))] == 2.0
+    lake.api.compact(R, "main")
+    put(lake, "main", "c", "1")
+    lake.clock.advance(100)
+    t = lake.stepped
+    interleave(lake, {"a": compactor.compact(t, R, "main"),
+                      "b": compactor.compact(t, R, "main")}, ["a", "b"] * 40)
+    snap = m.snapshot()
+    assert snap["sediment_branch_compaction_seconds_count"][(("repo", R),)] >= 1
+    assert sum(snap["sediment_branch_compactions"].values()) >= 2
+    assert sum(snap["sediment_branch_setif_conflicts"].values()) >= 1
