@@ -618,3 +618,29 @@ def test_metrics_record_compaction_time_sealed_tokens_and_setif_conflicts(lake: 
     assert snap["sediment_branch_compaction_seconds_count"][(("repo", R),)] >= 1
     assert sum(snap["sediment_branch_compactions"].values()) >= 2
     assert sum(snap["sediment_branch_setif_conflicts"].values()) >= 1
+
+
+def test_a_write_without_an_answer_is_recorded_uncertain(lake: Lake) -> None:
+    from sediment.actors.branches.history import Uncertain
+
+    class Silent:
+        def __init__(self, kv: Any) -> None:
+            self.kv, self.calls = kv, 0
+
+        async def range(self, request: Any) -> Any:
+            return await self.kv.range(request)
+
+        async def txn(self, request: Any) -> Any:
+            await self.kv.txn(request)  # it lands, but the answer is lost
+            raise TimeoutError("no answer")
+
+    tier = lake.api.tier
+    silent = Silent(tier.kv)
+    tier.staging.kv = silent
+    try:
+        with pytest.raises(TimeoutError):
+            lake.api.put(R, "main", "maybe", e("1"))
+    finally:
+        tier.staging.kv = silent.kv
+    assert any(isinstance(ev, Uncertain) and ev.path == "maybe" for ev in lake.history.events)
+    assert lake.api.get(R, "main", "maybe") == e("1")  # the checker accepts either

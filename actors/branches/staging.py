@@ -13,6 +13,9 @@ Reads of tokens are pinned at a snapshot revision (the header revision of the br
 read that named them), so a token dropped meanwhile by a commit or a compaction still
 reads as it was; the KV compacting that revision away raises ErrCompacted and the
 caller reads again from the branch.
+
+A write whose Txn got no answer (a timeout) may still land: it is recorded as
+`Uncertain` for the history checker and its error raised.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from dataclasses import dataclass
 from sediment.actors.branches import metrics
 from sediment.actors.branches import names as nm
 from sediment.actors.branches.entry import Entry, Record, decode_value, encode_value
-from sediment.actors.branches.errors import TooManyTries
-from sediment.actors.branches.history import Lost, Recorder, Staged
+from sediment.actors.branches.errors import KvUnavailable, TooManyTries
+from sediment.actors.branches.history import Lost, Recorder, Staged, Uncertain
 from sediment.actors.branches.merge import merge_layers
 from sediment.actors.branches.ports import Env, KvPort
 from sediment.actors.branches.refs import Refs
 from sediment.actors.branches.retry import STAGED_WRITE, RetryPolicy
 from sediment.actors.kv.types import Compare, DeleteRange, Put, Range, RangeResult, Txn
+from sediment.runtime.errors import CallError
 
 MAX_TXN_OPS = 128  # etcd's default --max-txn-ops
 SCAN_BATCH = 1000
@@ -60,9 +64,14 @@ class Staging:
         while True:
             read = await self.refs.get_branch(repo, branch)
             token = read.branch.staging_token
-            res = await self.kv.txn(Txn(
-                (Compare(bkey, "mod_revision", "=", read.mod_revision),),
-                (Put(nm.staging_key(repo, token, path), value),)))
+            try:
+                res = await self.kv.txn(Txn(
+                    (Compare(bkey, "mod_revision", "=", read.mod_revision),),
+                    (Put(nm.staging_key(repo, token, path), value),)))
+            except (TimeoutError, CallError, KvUnavailable) as err:
+                if not isinstance(err, KvUnavailable) or err.indeterminate:
+                    self.recorder.record(Uncertain(repo, branch, path, entry))
+                raise
             if res.succeeded:
                 self.recorder.record(Staged(repo, branch, path, entry, token, res.revision))
                 return StagedWrite(token, res.revision, len(read.branch.sealed_tokens))
