@@ -644,3 +644,15 @@ def test_a_write_without_an_answer_is_recorded_uncertain(lake: Lake) -> None:
         tier.staging.kv = silent.kv
     assert any(isinstance(ev, Uncertain) and ev.path == "maybe" for ev in lake.history.events)
     assert lake.api.get(R, "main", "maybe") == e("1")  # the checker accepts either
+
+
+@pytest.mark.parametrize("prefix,after,want", [
+    ("a/", "b", []), ("a/", "a/1", ["a/2"]), ("", "c", []), ("a/", "0", ["a/1", "a/2"]),
+    ("c", "", ["c"]), ("z", "", [])])
+def test_listing_bounds(lake: Lake, prefix: str, after: str, want: list[str]) -> None:
+    for path in ("a/1", "a/2", "c"):
+        put(lake, "main", path, "v")
+    assert lake.api.ls(R, "main", prefix=prefix, after=after).paths == want
+    assert [d.path for d in lake.api.diff(R, "main", prefix=prefix, after=after).diffs] == want
+    c = lake.api.commit(R, "main", "c")
+    assert lake.api.ls(R, c, prefix=prefix, after=after).paths == want

@@ -58,9 +58,10 @@ def start_op(lake: Lake, flows: Flows, op: str, rng: random.Random) -> None:
         "compact": lambda: compactor.compact(t, R, B, force=rng.random() < 0.5),
         "reset": lambda: commits.reset(t, R, B),
         "get": lambda: reads.get_entry(t, R, B, path),
-        "ls": lambda: reads.list_entries(t, R, B, rng.choice(["", "a", "a/"]), "",
-                                         rng.randint(1, 4)),
-        "diff": lambda: reads.diff_uncommitted(t, R, B, "", "", rng.randint(1, 4)),
+        "ls": lambda: reads.list_entries(t, R, B, rng.choice(["", "a", "a/"]),
+                                         rng.choice(["", "a", "a/1", "b"]), rng.randint(1, 4)),
+        "diff": lambda: reads.diff_uncommitted(t, R, B, rng.choice(["", "a/"]),
+                                               rng.choice(["", "a/1"]), rng.randint(1, 4)),
     }
     flows.start(op, makers[op]())
 

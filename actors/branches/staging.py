@@ -105,6 +105,8 @@ class Staging:
         tprefix = nm.staging_prefix(repo, token)
         key = tprefix + start.encode("utf-8") if start else tprefix
         end = nm.prefix_end(tprefix + prefix.encode("utf-8"))
+        if key >= end:  # a start past the prefix: nothing (and etcd refuses the range)
+            return [], False
         got = await self.kv.range(Range(key, end, revision=at, limit=limit))
         records: list[Record] = [
             (kv.key[len(tprefix):].decode("utf-8"), decode_value(kv.value, kv.key))
