@@ -71,16 +71,19 @@ class Branches:
     @classmethod
     def connect(cls, cluster: Any, root: str, config: TierConfig | None = None,
                 sensor: str | None = SENSOR_NAME, recorder: Recorder | None = None,
-                seed: int | None = None, store: MetaRangeStore | None = None) -> Branches:
+                seed: int | None = None, store: MetaRangeStore | None = None,
+                client: str = "driver") -> Branches:
         """Over a running KV cluster (`actors/kv/cluster.py`); `root` is the block store
         directory. Time is the cluster runtime's (virtual on sim). `sensor`: the
-        registered name deletes are reported to (None: not reported)."""
+        registered name deletes are reported to (None: not reported). `seed` makes
+        staging tokens reproducible (sim replays); seeded clients of one cluster need
+        distinct `client` names (`ports.SyncEnv`)."""
         rt = cluster.rt
         hook: DeleteHook | None = None
         if sensor is not None:
             def hook(repo: str, branch: str, token: str, sealed: int) -> None:
                 rt.send(sensor, sn.CountDelete(repo, branch, token, sealed))
-        env = SyncEnv(clock=rt.now, sleeper=rt.sleep, seed=seed)
+        env = SyncEnv(clock=rt.now, sleeper=rt.sleep, seed=seed, client=client)
         return cls.over(ClientKv(cluster.client()), env, store or MetaRangeStore(root),
                         config, recorder, hook)
 

@@ -84,13 +84,18 @@ class StoreKv:
 class SyncEnv:
     """An `Env` for flows driven by `run_sync`: `clock` and `sleeper` default to the
     wall clock (the Python API passes the runtime's, virtual on sim); tokens and
-    jitter come from `seed` when given (deterministic tests), else from uuid4."""
+    jitter come from `seed` when given (deterministic tests), else from uuid4.
+
+    Staging tokens must never repeat: seeded clients of one cluster must differ in
+    `seed` or in `client` (the generator is seeded with both; processes mix in their
+    pid instead, `shell/process_env.py`)."""
 
     def __init__(self, clock: Callable[[], float] = time.time,
-                 sleeper: Callable[[float], None] = time.sleep, seed: int | None = None) -> None:
+                 sleeper: Callable[[float], None] = time.sleep, seed: int | None = None,
+                 client: str = "driver") -> None:
         self._clock = clock
         self._sleeper = sleeper
-        self._rng = random.Random(seed) if seed is not None else None
+        self._rng = random.Random(f"{seed}/{client}") if seed is not None else None
 
     def now(self) -> float:
         return self._clock()
