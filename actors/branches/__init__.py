@@ -1,0 +1,1 @@
+"""Versioned branches over the block store (lakeFS's Graveler with staging compaction)."""

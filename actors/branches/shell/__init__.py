@@ -1,0 +1,1 @@
+"""The branch tier's processes: the delete sensor and the staging compactor."""

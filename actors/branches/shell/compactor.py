@@ -1,0 +1,126 @@
+"""The staging compactor as a process, registered as `COMPACTOR_NAME`.
+
+It runs one compaction at a time (`compactor.compact`: the three steps), for:
+- sensor triggers: on a nudge from the sensor, and every `poll_interval` in case a
+  nudge was lost, it takes triggers with ("take",) until none is left; these
+  compactions honour CompactionStartTime (the SetIf claim: a branch compacted within
+  the interval is skipped, CompactionThrottled);
+- calls ("compact", repo, branch, force) -> ("ok", Compaction) | ("error", error).
+
+Failpoints `branches.compactor.after_step1|2|3` sit after each step: a crash there is
+the "compactor killed at each step" of the seed's promise (the branch stays readable
+and equivalent; what the steps left behind is garbage for `gc.py`).
+("status",) answers the counts of compactions by outcome.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sediment import log
+from sediment.actors.branches import compactor as cp
+from sediment.actors.branches.apply import SplitRule
+from sediment.actors.branches.errors import BranchesError
+from sediment.actors.branches.history import NoRecorder, Recorder
+from sediment.actors.branches.metarange import MetaRangeStore
+from sediment.actors.branches.sensor import Trigger
+from sediment.actors.branches.shell.kv_process import ProcessKv
+from sediment.actors.branches.shell.names import SENSOR_NAME
+from sediment.actors.branches.shell.process_env import ProcessEnv
+from sediment.actors.branches.shell.recorder import ProcessRecorder
+from sediment.actors.branches.shell.sensor import WORK
+from sediment.actors.branches.tier import Tier, TierConfig
+from sediment.actors.kv.errors import KvError
+from sediment.runtime.errors import CallError
+from sediment.runtime.messages import Call
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.branches.compactor")
+
+FAILPOINTS = tuple(f"branches.compactor.{step}" for step in cp.STEPS)
+MAX_TAKES = 1000  # triggers taken per wake-up (the sensor's queue is bounded the same)
+
+
+@dataclass(frozen=True)
+class CompactorConfig:
+    kv_nodes: tuple[str, ...]
+    root: str
+    tier: TierConfig = field(default_factory=TierConfig)
+    rule: SplitRule = field(default_factory=SplitRule)
+    poll_interval: float = 5.0
+    sensor: str = SENSOR_NAME
+    recorder: Pid | None = None  # a `recorder.collector` for history checks
+    seed: int | None = None  # deterministic staging tokens on sim
+
+    def __post_init__(self) -> None:
+        if not self.kv_nodes or not all(isinstance(n, str) and n for n in self.kv_nodes):
+            raise ValueError(f"kv_nodes must be node names: {self.kv_nodes!r}")
+        if not isinstance(self.root, str) or not self.root:
+            raise ValueError(f"root must be a directory: {self.root!r}")
+        p = self.poll_interval
+        if not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
+            raise ValueError(f"poll_interval must be positive seconds: {p!r}")
+
+
+@dataclass(frozen=True)
+class _Tick:
+    pass
+
+
+async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
+    recorder: Recorder = (NoRecorder() if config.recorder is None
+                          else ProcessRecorder(ctx, config.recorder))
+    tier = Tier(ProcessKv(ctx, config.kv_nodes), ProcessEnv(ctx, config.seed),
+                MetaRangeStore(config.root, config.rule), config.tier, recorder)
+    counts: dict[str, int] = {}
+
+    async def hook(step: str) -> None:
+        await ctx.failpoint(f"branches.compactor.{step}")
+
+    async def run(repo: str, branch: str, force: bool) -> cp.Compaction | BaseException:
+        try:
+            done = await cp.compact(tier, repo, branch, force, hook)
+        except (BranchesError, KvError) as err:
+            counts[type(err).__name__] = counts.get(type(err).__name__, 0) + 1
+            return err
+        counts["done"] = counts.get("done", 0) + 1
+        _logger.info("branch compacted", repo=repo, branch=branch,
+                     tokens=len(done.started.sealed_tokens), seconds=round(done.seconds, 3))
+        return done
+
+    ctx.send_after(config.poll_interval, ctx.self(), _Tick())
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, _Tick) or msg == WORK:
+            if isinstance(msg, _Tick):
+                ctx.send_after(config.poll_interval, ctx.self(), _Tick())
+            for _ in range(MAX_TAKES):
+                trigger = await _take(ctx, config.sensor)
+                if trigger is None:
+                    break
+                await run(trigger.repo, trigger.branch, force=False)
+        elif isinstance(msg, Call) and isinstance(msg.request, tuple) \
+                and msg.request[:1] == ("compact",) and len(msg.request) == 4:
+            _, repo, branch, force = msg.request
+            result = await run(repo, branch, bool(force))
+            ok = isinstance(result, cp.Compaction)
+            ctx.reply(msg.from_, ("ok", result) if ok else ("error", result))
+        elif isinstance(msg, Call) and msg.request == ("status",):
+            ctx.reply(msg.from_, {"counts": dict(counts)})
+        elif isinstance(msg, Call):
+            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+        else:
+            _logger.warning("compactor got an unexpected message", message=repr(msg)[:200])
+
+
+async def _take(ctx: Process, sensor: str) -> Trigger | None:
+    try:
+        answer = await ctx.call(sensor, ("take",), timeout=5.0)
+    except CallError:
+        return None
+    return answer if isinstance(answer, Trigger) else None
+
+
+__all__ = ["FAILPOINTS", "CompactorConfig", "compactor_process"]

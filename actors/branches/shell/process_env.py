@@ -1,0 +1,47 @@
+"""The environment of the branch tier's flows inside a Sediment process: the runtime's
+clock (virtual on sim) and sleep, blocking file work off the event loop where the
+runtime has threads (`blocks/shell/offload.py`), and fresh staging tokens.
+
+Tokens must never repeat (a token reused after it was dropped could show stale
+garbage). On Ray they are uuid4s; with a seed (sim runs that replay byte for byte)
+they come from a generator seeded by the seed and the process's own pid, which no
+other process (no restart of this one either) has.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sediment.actors.blocks.shell.offload import run_blocking
+from sediment.runtime.process import Process
+
+T = TypeVar("T")
+
+
+class ProcessEnv:
+    def __init__(self, ctx: Process, seed: int | None = None) -> None:
+        self.ctx = ctx
+        self._rng = None if seed is None else random.Random(f"{seed}/{ctx.self()}")
+
+    def now(self) -> float:
+        return self.ctx.now()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.ctx.sleep(seconds)
+
+    def new_token(self) -> str:
+        if self._rng is None:
+            return uuid.uuid4().hex
+        return f"{self._rng.getrandbits(128):032x}"
+
+    def jitter(self) -> float:
+        return self._rng.random() if self._rng is not None else random.random()
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return await run_blocking(fn, *args)
+
+
+__all__ = ["ProcessEnv"]

@@ -1,0 +1,68 @@
+"""The delete sensor as a process: one per cluster, registered as `SENSOR_NAME`.
+
+Writers report each staged delete with a plain message (`sensor.CountDelete`, sent and
+forgotten: a writer never waits on the sensor, and a report to a sensor that is down
+is dropped, as lakeFS drops callbacks when its channel is full). The pure core counts
+and queues triggers in a bounded queue; on a new trigger the sensor nudges the
+compactor, which takes triggers one at a time with ("take",). ("status",) answers the
+counters' sizes and what was queued, dropped and taken. Metric
+`branch_sensor_triggers{reason, fate}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sediment import log
+from sediment.actors.branches import metrics
+from sediment.actors.branches import sensor as sn
+from sediment.actors.branches.shell.names import COMPACTOR_NAME
+from sediment.runtime.messages import Call
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.branches.sensor")
+
+WORK = ("work",)  # the nudge the compactor gets when a trigger is queued
+
+
+@dataclass(frozen=True)
+class SensorProcessConfig:
+    sensor: sn.SensorConfig
+    compactor: str = COMPACTOR_NAME
+
+
+async def sensor_process(ctx: Process, config: SensorProcessConfig) -> None:
+    state = sn.initial(config.sensor)
+    taken = 0
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, sn.CountDelete):
+            state, effects = sn.step(state, msg)
+            for effect in effects:
+                if isinstance(effect, sn.Queued):
+                    metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason,
+                                                    "fate": "queued"})
+                    compactor = await ctx.whereis(config.compactor)
+                    if compactor is not None:
+                        ctx.send(compactor, WORK)
+                elif isinstance(effect, sn.Dropped):
+                    metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason,
+                                                    "fate": "dropped"})
+                    _logger.info("sensor queue full, trigger dropped",
+                                 repo=effect.trigger.repo, branch=effect.trigger.branch)
+        elif isinstance(msg, Call) and msg.request == ("take",):
+            state, (answer,) = sn.step(state, sn.Take())
+            assert isinstance(answer, sn.Taken)
+            taken += answer.trigger is not None
+            ctx.reply(msg.from_, answer.trigger)
+        elif isinstance(msg, Call) and msg.request == ("status",):
+            ctx.reply(msg.from_, {"counters": len(state.counters), "queue": len(state.queue),
+                                  "queued": state.queued, "dropped": state.dropped,
+                                  "taken": taken, "closed": state.closed})
+        elif isinstance(msg, Call):
+            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+        else:
+            _logger.warning("sensor got an unexpected message", message=repr(msg)[:200])
+
+
+__all__ = ["WORK", "SensorProcessConfig", "sensor_process"]
