@@ -11,7 +11,8 @@ from sediment.actors.catalog import catalog_log, ddl
 from sediment.actors.catalog.descriptors import Catalog, Column, ZonePartition
 from sediment.actors.catalog.errors import TableNotFound
 from sediment.actors.catalog.hlc import hts
-from sediment.actors.tables import partition, transactions as txn, tx_state
+from sediment.actors.tables import partition, tx_state
+from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import InvalidRow, TableDropped, TxNotActive, WriteConflict
 from sediment.actors.tables.partition import FinishTxCmd, Ok, PartitionState, WriteIntentCmd
 from sediment.actors.tables.transactions import Phase, SendCleanup, SendFinish, SendWrite, TxEnded
