@@ -144,7 +144,7 @@ class World:
                     for name in nodes:
                         n = self.nodes[name]
                         n.collector = min_tx_time.add_partition(n.collector, group)
-        for index_id, (b, start, name) in list(self.builds.items()):
+        for index_id, (b, _, _) in list(self.builds.items()):
             self._build(index_id, index_build.step(b, index_build.CatalogChanged(cat)))
         return cat
 
