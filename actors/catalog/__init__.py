@@ -1,0 +1,7 @@
+"""Ignite 3 catalog compaction (seed 002): the pure cores.
+
+A versioned catalog (zones, tables, indexes) changed by DDL, every version with an
+activation time on the hybrid logical clock; its update log compacted to a snapshot only
+when no transaction, raft log replay, index build or rebalance still needs the older
+versions. `docs/catalog.md` maps each module to Ignite's classes and plans the shells.
+"""

@@ -1,0 +1,46 @@
+"""Typed errors of tables and transactions. Raising one changes nothing."""
+
+from __future__ import annotations
+
+from sediment.actors.catalog.errors import CatalogError
+
+
+class TableError(CatalogError):
+    """Base class of the data side's errors (a CatalogError, so one `except` catches a
+    transaction on a dropped table and a bad row alike)."""
+
+
+class InvalidRow(TableError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"invalid row: {reason}")
+        self.reason = reason
+
+
+class WriteConflict(TableError):
+    """Another transaction's intent is on the key, or a newer committed version exists
+    (no-wait: the later transaction aborts rather than waiting)."""
+
+    def __init__(self, tx_id: str, key: str, holder: str) -> None:
+        super().__init__(f"transaction {tx_id} conflicts on {key} with {holder}")
+        self.tx_id = tx_id
+        self.key = key
+        self.holder = holder
+
+
+class TxNotActive(TableError):
+    def __init__(self, tx_id: str, phase: str) -> None:
+        super().__init__(f"transaction {tx_id} is {phase}")
+        self.tx_id = tx_id
+        self.phase = phase
+
+
+class TableDropped(TableError):
+    """A table the transaction wrote was dropped before it committed: it aborts."""
+
+    def __init__(self, tx_id: str, table: str) -> None:
+        super().__init__(f"transaction {tx_id}: table {table} was dropped")
+        self.tx_id = tx_id
+        self.table = table
+
+
+__all__ = ["InvalidRow", "TableDropped", "TableError", "TxNotActive", "WriteConflict"]

@@ -1,0 +1,202 @@
+"""The logic of one partition's raft state machine (the SQLite-backed machine in the
+per-node raft host is a later shell; it will delegate here): rows with intents, the
+records of the transactions this partition is the commit partition of, the minimum
+active-transaction time, and what replaying its log would need from the catalog.
+
+`apply(state, index, command) -> (state, result)`; `flush(state) -> (state, published)`
+is the storage checkpoint: after it the applied state is durable, the raft log below it
+will never be replayed, and a stored minimum tx time may be published.
+
+Every data command carries the catalog version it was written under (Ignite's
+`requiredCatalogVersion`): replaying an entry after a crash needs that version. The
+lowest such version among entries applied since the last flush is the partition's
+`replay_floor`: catalog compaction must not remove it (seed 002, restriction 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeAlias
+
+from sediment.actors.catalog.descriptors import ZonePartition
+from sediment.actors.catalog.errors import CatalogError, InvalidCommand
+from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.tables import min_tx_time, mvcc, tx_state
+from sediment.actors.tables.mvcc import PartitionRows, Row, WriteIntent
+from sediment.actors.tables.tx_state import FinishOutcome, TxRecord
+
+# ---- commands -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WriteIntentCmd:
+    tx_id: str
+    table_id: int
+    key: tuple[Any, ...]
+    row: Row
+    schema_version: int
+    catalog_version: int
+    begin_ts: HybridTimestamp
+    commit_partition: ZonePartition
+
+
+@dataclass(frozen=True, slots=True)
+class FinishTxCmd:
+    """At the commit partition: record the coordinator's decision."""
+
+    tx_id: str
+    commit: bool
+    commit_ts: HybridTimestamp | None
+    enlisted: frozenset[ZonePartition]
+    catalog_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupCmd:
+    """At every enlisted partition: turn the transaction's intents into versions or
+    drop them."""
+
+    tx_id: str
+    commit_ts: HybridTimestamp | None
+    catalog_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverTxCmd:
+    """At the commit partition, by whoever found an intent of a dead coordinator."""
+
+    tx_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMinActiveTxTimeCmd:
+    ts: HybridTimestamp
+
+
+@dataclass(frozen=True, slots=True)
+class GcCmd:
+    """Garbage-collect below the low watermark; `dropped_tables`: tables dropped at or
+    before it, whose rows all go."""
+
+    lwm: HybridTimestamp
+    dropped_tables: frozenset[int] = frozenset()
+
+
+PartitionCommand: TypeAlias = (WriteIntentCmd | FinishTxCmd | CleanupCmd | RecoverTxCmd
+                               | UpdateMinActiveTxTimeCmd | GcCmd)
+
+
+@dataclass(frozen=True, slots=True)
+class Ok:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: CatalogError
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    removed: int
+
+
+PartitionResult: TypeAlias = Ok | Failed | FinishOutcome | TxRecord | Collected
+
+# ---- state --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    group: ZonePartition
+    rows: PartitionRows = field(default_factory=PartitionRows)
+    txs: Mapping[str, TxRecord] = field(default_factory=dict)
+    min_tx: min_tx_time.MinTxTimeState = field(default_factory=min_tx_time.MinTxTimeState)
+    applied: int = 0
+    flushed: int = 0  # entries at or below it are durable and never replayed
+    unflushed_floor: int | None = None  # lowest catalog version applied since the flush
+
+
+def initial(group: ZonePartition) -> PartitionState:
+    return PartitionState(group)
+
+
+def replay_floor(state: PartitionState) -> int | None:
+    """The lowest catalog version a replay of the unflushed log would need."""
+    return state.unflushed_floor
+
+
+def apply(state: PartitionState, index: int,
+          command: object) -> tuple[PartitionState, PartitionResult]:
+    """Apply the raft entry at `index`. A rejected command changes nothing but the
+    applied index."""
+    if index <= state.applied:
+        raise ValueError(f"entry {index} applied twice (applied {state.applied})")
+    base = replace(state, applied=index)
+    try:
+        return _apply(base, index, command)
+    except CatalogError as err:
+        return base, Failed(err)
+
+
+def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, PartitionResult]:
+    if isinstance(cmd, WriteIntentCmd):
+        intent = WriteIntent(cmd.tx_id, cmd.commit_partition, cmd.begin_ts, cmd.schema_version,
+                             cmd.catalog_version, cmd.row)
+        rows = mvcc.write_intent(s.rows, (cmd.table_id, cmd.key), intent)
+        return _versioned(replace(s, rows=rows), cmd.catalog_version), Ok()
+    if isinstance(cmd, FinishTxCmd):
+        record, outcome = tx_state.finish(s.txs.get(cmd.tx_id), cmd.commit, cmd.commit_ts,
+                                          cmd.enlisted)
+        return _versioned(replace(s, txs={**s.txs, cmd.tx_id: record}),
+                          cmd.catalog_version), outcome
+    if isinstance(cmd, CleanupCmd):
+        rows = mvcc.finalize(s.rows, cmd.tx_id, cmd.commit_ts)
+        return _versioned(replace(s, rows=rows), cmd.catalog_version), Ok()
+    if isinstance(cmd, RecoverTxCmd):
+        record = tx_state.recover(s.txs.get(cmd.tx_id))
+        return replace(s, txs={**s.txs, cmd.tx_id: record}), record
+    if isinstance(cmd, UpdateMinActiveTxTimeCmd):
+        return replace(s, min_tx=min_tx_time.apply_update(s.min_tx, index, cmd.ts)), Ok()
+    if isinstance(cmd, GcCmd):
+        rows = s.rows
+        for table_id in sorted(cmd.dropped_tables):
+            rows = mvcc.drop_table(rows, table_id)
+        rows, removed = mvcc.gc(rows, cmd.lwm)
+        return replace(s, rows=rows), Collected(removed)
+    raise InvalidCommand(type(cmd).__name__)
+
+
+def _versioned(s: PartitionState, catalog_version: int) -> PartitionState:
+    floor = s.unflushed_floor
+    return replace(s, unflushed_floor=catalog_version if floor is None else min(floor,
+                                                                               catalog_version))
+
+
+def flush(state: PartitionState) -> tuple[PartitionState, HybridTimestamp | None]:
+    """A storage checkpoint of everything applied. Returns the minimum tx time to
+    publish to the node's collector now, if a new one became durable."""
+    min_tx, publish = min_tx_time.on_flush(state.min_tx)
+    return replace(state, min_tx=min_tx, flushed=state.applied,
+                   unflushed_floor=None), publish
+
+
+__all__ = [
+    "CleanupCmd",
+    "Collected",
+    "Failed",
+    "FinishTxCmd",
+    "GcCmd",
+    "Ok",
+    "PartitionCommand",
+    "PartitionResult",
+    "PartitionState",
+    "RecoverTxCmd",
+    "UpdateMinActiveTxTimeCmd",
+    "WriteIntentCmd",
+    "apply",
+    "flush",
+    "initial",
+    "replay_floor",
+]
