@@ -38,10 +38,23 @@ CONSOLE_LEVEL = "warning"  # the console's default level
 EXIT_OK, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 4, 130
 
 
+def _log_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """--log-format and --log-level: on `sediment` (default None) and again on every
+    command (default SUPPRESS, so `sediment run --log-level info` works too and an
+    absent one does not reset the global one)."""
+    parser.add_argument("--log-format", choices=log.FORMATS, default=default,
+                        help=f"log line format (default: ${log.FORMAT_ENV}, else console)")
+    parser.add_argument("--log-level", choices=tuple(log.LEVELS), default=default,
+                        help=f"lowest level shown on the console (default: ${log.LEVEL_ENV}, "
+                             f"else {CONSOLE_LEVEL}); a run's log file takes info and above")
+
+
 def _sub(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
-         text: str, **kwargs: object) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
-                          formatter_class=HelpFormatter, **kwargs)  # type: ignore[arg-type]
+         text: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
+                            formatter_class=HelpFormatter)
+    _log_options(parser, argparse.SUPPRESS)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,11 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                "--log-level), RAY_ADDRESS (join an existing Ray cluster).")
     parser.add_argument("--version", action="version", version=f"sediment {__version__}",
                         help="print the version and exit")
-    parser.add_argument("--log-format", choices=log.FORMATS, default=None,
-                        help=f"log line format (default: ${log.FORMAT_ENV}, else console)")
-    parser.add_argument("--log-level", choices=tuple(log.LEVELS), default=None,
-                        help=f"lowest level shown on the console (default: ${log.LEVEL_ENV}, "
-                             f"else {CONSOLE_LEVEL}); a run's log file takes info and above")
+    _log_options(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     # `demo` owns its own options: everything after the word `demo` goes to

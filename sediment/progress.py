@@ -10,6 +10,7 @@ nothing is drawn and writes are plain prints.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from types import TracebackType
 from typing import Any, TextIO
@@ -18,6 +19,7 @@ from sediment.scenarios.runner import Progress, ProgressFn
 
 TRAFFIC_SHARE = 0.9  # of a run's bar: the traffic; recovery and checks take the rest
 PHASE_AT = {"recover": 0.9, "check": 0.95, "done": 1.0}
+FALLBACK_SIZE = (100, 24)  # columns, lines
 
 
 def run_fraction(p: Progress) -> float:
@@ -43,10 +45,13 @@ class SweepBar:
         if self.enabled:
             from tqdm import tqdm  # type: ignore[import-untyped]
 
+            # a terminal that reports no size (a pty nobody sized) gets a fixed one
+            sized = min(shutil.get_terminal_size((0, 0))) > 0
             self._bar = tqdm(total=self.total, unit="run", file=self.stream, leave=False,
-                             dynamic_ncols=True,
+                             dynamic_ncols=sized, ncols=None if sized else FALLBACK_SIZE[0],
+                             nrows=None if sized else FALLBACK_SIZE[1],
                              bar_format="{percentage:3.0f}%|{bar:20}| {n:.1f}/{total} runs "
-                                        "[{elapsed}<{remaining}] {postfix}")
+                                        "[{elapsed}<{remaining}]{postfix}")
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
