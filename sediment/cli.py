@@ -10,8 +10,8 @@ directory takes info and above. Explicit ``--log-format``/``--log-level`` are ex
 to the environment, so processes started from here (local Ray workers inherit the
 driver's environment) log the same way.
 
-Errors are one line on stderr, never a traceback: bad input exits 2, an unexpected
-error exits 4 (``--log-level debug`` shows its traceback), Ctrl-C exits 130. Exit codes
+Errors are one line on stderr, never a traceback: bad input (or a path that cannot be
+read or written) exits 2, an unexpected error exits 4 (``--log-level debug`` shows its traceback), Ctrl-C exits 130. Exit codes
 of ``run``: 0 every run passed, 1 a violation (or a run that failed), 3 undecided (a
 check answered unknown, nothing violated).
 """
@@ -173,12 +173,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except log.LogConfigError as exc:
         _err(str(exc))
         return EXIT_USAGE
+    except OSError as exc:  # a path that cannot be read or written
+        if exc.filename is None:
+            return _unexpected(exc)
+        _err(f"{exc.filename}: {exc.strerror or exc}")
+        return EXIT_USAGE
     except Exception as exc:
-        if log.current_settings()["level"] == "debug":
-            raise
-        _err(f"unexpected error: {type(exc).__name__}: {exc} (`sediment --log-level debug "
-             "...` shows where)")
-        return EXIT_INTERNAL
+        return _unexpected(exc)
+
+
+def _unexpected(exc: Exception) -> int:
+    """One line; at debug level the traceback too (re-raised)."""
+    if log.current_settings()["level"] == "debug":
+        raise exc
+    _err(f"unexpected error: {type(exc).__name__}: {exc} (`sediment --log-level debug "
+         "...` shows where)")
+    return EXIT_INTERNAL
 
 
 def _main(argv: Sequence[str] | None) -> int:

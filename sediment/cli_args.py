@@ -10,7 +10,7 @@ from collections.abc import Callable
 FLAG_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction)
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+class HelpFormatter(argparse.HelpFormatter):
     """Adds "(default: X)" to every option's help unless the help already says it; a
     flag's default is "off". An option whose default is None says in words what it
     means (its help carries "default:")."""

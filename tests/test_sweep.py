@@ -238,3 +238,15 @@ def test_sweep_table_and_index_from_summaries_only() -> None:
     assert rows[2].split() == ["s", "sim", "3", "2", "1", "0", "2/3", "2.0", "0"]
     page = sweep_report.index_html(runs, "t<1>")
     assert "<title>t&lt;1&gt;</title>" in page and 'href="s/seed-0/run.log"' in page
+
+
+def test_an_unwritable_report_directory_is_one_line(fake_runs: list[tuple[str, int]],
+                                                    tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "one")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert cli.main(["run", str(tmp_path / "one.yaml"), "--out", str(blocker / "out")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"sediment: {blocker}") and line.endswith("Not a directory")
+    assert fake_runs == []
