@@ -1,4 +1,5 @@
-"""The README's examples run as written (on the simulator) and print what it says.
+"""The README's examples run as written (on the simulator) and print what it says; the
+examples under docs/ run too.
 
 Every ```python block runs in a fresh interpreter; when the README follows it with
 "prints:" and a ```text block, its stdout must be exactly that. A block that needs Ray
@@ -107,6 +108,20 @@ def test_python_blocks_run_and_print_what_the_readme_says(block: Block,
                             timeout=240, cwd=tmp_path, env=env)
     assert result.returncode == 0, f"README line {block.line}:\n{result.stderr}"
     assert result.stdout == block.expected, f"README line {block.line}"
+
+
+DOCS = [(path.name, b) for path in sorted((ROOT / "docs").glob("*.md"))
+        for b in blocks(path.read_text()) if b.kind == "python"]
+
+
+@pytest.mark.parametrize(("page", "block"), DOCS, ids=lambda x: str(x) if isinstance(
+    x, str) else f"line-{x.line}")
+def test_python_blocks_of_the_docs_run(page: str, block: Block, tmp_path: Path) -> None:
+    assert not RAY.search(without_comments(block.code)), f"docs/{page}:{block.line} runs on Ray"
+    env = {**os.environ, "PYTHONHASHSEED": "0", "SEDIMENT_LOG_LEVEL": "critical"}
+    result = subprocess.run([sys.executable, "-c", block.code], capture_output=True,
+                            text=True, timeout=240, cwd=tmp_path, env=env)
+    assert result.returncode == 0, f"docs/{page}:{block.line}:\n{result.stderr}"
 
 
 @pytest.mark.parametrize("block", of_kind("yaml"), ids=lambda b: f"line-{b.line}")
