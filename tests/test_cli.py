@@ -358,3 +358,37 @@ def test_every_bad_file_of_a_directory_is_reported(tmp_path: Path,
         "sediment: d.yaml: name: 'b' is also the name in b.yaml",
     ]
     assert not out.exists()
+
+
+# ---- the demos on the simulator ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_headline_demo_on_sim_prints_its_story_table_and_report(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    env = {k: v for k, v in sim_env().items() if k != "SEDIMENT_LOG_LEVEL"}
+    result = run_cli("demo", "--backend", "sim", "--out", str(out), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("primary-killed-in-notice on sim, seed 0:\n  Proves:")
+    assert "primary-killed-in-notice seed 0: PASS" in result.stdout
+    assert result.stdout.endswith(f"report: {out / 'index.html'}\n")
+    assert (out / "primary-killed-in-notice" / "seed-0" / "run.log").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["--kv", "--supervision"])
+def test_the_other_demos_on_sim_keep_their_logs_in_a_file(which: str) -> None:
+    env = {k: v for k, v in sim_env().items() if k != "SEDIMENT_LOG_LEVEL"}
+    result = run_cli("demo", "--backend", "sim", which, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""  # the kills' crash reports went to the file
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("logs: ")
+    logs = Path(last.removeprefix("logs: "))
+    try:
+        assert "supervisor report" in logs.read_text()
+    finally:
+        import shutil
+
+        shutil.rmtree(logs.parent, ignore_errors=True)
