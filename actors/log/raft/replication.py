@@ -42,10 +42,17 @@ from sediment.actors.log.raft.types import AppendEntries, AppendReply, Entry, No
 
 def leader_append(s: RaftState, command: object, now: float, out: Out) -> Entry:
     """Append to our own log; it counts toward commit once Persisted says it is durable."""
-    entry = Entry(last_index(s) + 1, s.term, now, command)
-    s.entries = (*s.entries, entry)
-    out.storage.append(AppendToLog((entry,)))
-    return entry
+    return leader_append_all(s, (command,), now, out)[0]
+
+
+def leader_append_all(s: RaftState, commands: tuple[object, ...], now: float,
+                      out: Out) -> tuple[Entry, ...]:
+    """Append a batch of commands as one log write (one fsync covers them all)."""
+    first = last_index(s) + 1
+    entries = tuple(Entry(first + k, s.term, now, c) for k, c in enumerate(commands))
+    s.entries = (*s.entries, *entries)
+    out.storage.append(AppendToLog(entries))
+    return entries
 
 
 def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
@@ -56,8 +63,16 @@ def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
     match = s.progress[peer].match
     prev = term_at(s, match)
     if prev is None:
-        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit)
-    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit)
+        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit, s.read_round)
+    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit, s.read_round)
+
+
+def nudge(s: RaftState, peer: NodeId, out: Out) -> None:
+    """Send `peer` what it may get now, or else a heartbeat: it learns the commit index and
+    the read round at once (a follower otherwise learns a commit at the next append or
+    heartbeat, up to a heartbeat interval later; etcd broadcasts it the same way)."""
+    if not send_append(s, peer, out) and s.progress[peer].state != "snapshot":
+        out.sends.append(Send(peer, heartbeat_msg(s, peer)))
 
 
 def start_snapshot(s: RaftState, peer: NodeId, out: Out) -> None:
@@ -88,7 +103,8 @@ def send_append(s: RaftState, peer: NodeId, out: Out) -> bool:
     prev_term = term_at(s, prev)
     assert prev_term is not None, (prev, s.snap_index)
     entries = entries_between(s, prev + 1, hi) if hi > prev else ()
-    msg = AppendEntries(s.config.group, s.term, s.me, prev, prev_term, entries, s.commit)
+    msg = AppendEntries(s.config.group, s.term, s.me, prev, prev_term, entries, s.commit,
+                        s.read_round)
     out.sends.append(Send(peer, msg))
     if pr.state == "replicate":
         s.progress[peer] = replace(pr, next=hi + 1, inflight=(*pr.inflight, hi))
@@ -132,7 +148,7 @@ def on_append_reply(s: RaftState, m: AppendReply, out: Out) -> None:
     pr = s.progress.get(m.follower)
     if pr is None:
         return
-    pr = replace(pr, active=True)
+    pr = replace(pr, active=True, read_round=max(pr.read_round, m.read_round))
     if not m.success:
         s.progress[m.follower] = _after_reject(s, pr, m)
         send_all(s, m.follower, out)
@@ -174,6 +190,8 @@ def maybe_commit(s: RaftState, out: Out) -> None:
     n = matches[s.config.quorum - 1]
     if n > s.commit and term_at(s, n) == s.term:
         advance_commit(s, n, out)
+        for peer in s.others:
+            nudge(s, peer, out)
 
 
 # ---- follower ---------------------------------------------------------------------------
@@ -181,6 +199,7 @@ def maybe_commit(s: RaftState, out: Out) -> None:
 
 def on_append_entries(s: RaftState, m: AppendEntries, out: Out) -> None:
     """Raft's AppendEntries receiver; the caller already handled term and leadership."""
+    s.read_round = max(s.read_round, m.read_round)
     entries = m.entries
     if m.prev_index < s.commit:
         # The committed prefix matches every leader's log: skip it, checked or not.
@@ -233,14 +252,16 @@ def _reject(s: RaftState, m: AppendEntries, out: Out) -> None:
     hint_term = term_at(s, hint)
     assert hint_term is not None, (hint, s.snap_index)
     msg = AppendReply(
-        s.config.group, s.term, s.me, False, m.prev_index, conflict_hint=(hint, hint_term)
+        s.config.group, s.term, s.me, False, m.prev_index, conflict_hint=(hint, hint_term),
+        read_round=s.read_round,
     )
     out.sends.append(Send(m.leader, msg))
 
 
 def ack(s: RaftState) -> AppendReply:
     """Acknowledge only what is both durable and known to match the leader."""
-    return AppendReply(s.config.group, s.term, s.me, True, min(s.persisted, s.verified))
+    return AppendReply(s.config.group, s.term, s.me, True, min(s.persisted, s.verified),
+                       read_round=s.read_round)
 
 
 def on_persisted(s: RaftState, index: int, term: int, out: Out) -> None:
@@ -285,6 +306,8 @@ __all__ = [
     "heartbeat",
     "heartbeat_msg",
     "leader_append",
+    "leader_append_all",
+    "nudge",
     "maybe_commit",
     "on_append_entries",
     "on_append_reply",
