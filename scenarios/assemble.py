@@ -1,8 +1,10 @@
 """From what a run's processes reported to the history the checkers judge (pure).
 
-Sediment gives every request a raft log entry and numbers a write's revision by the
-entry's index, so the committed log the run read (`observers.log_tail`) places every
-operation:
+Sediment gives every request a raft log entry, so the committed log the run read
+(`observers.log_tail`) places every operation; an operation carries two numbers, the
+raft index of its entry (`Op.index`: its place in the log, which this module matches)
+and the etcd revisions of its answer (what the replay of the log in index order gives
+each write):
 
 - an operation that got an answer carries its index already;
 - an indeterminate one (`info`) whose request is in the log gets that entry's index, an
@@ -239,8 +241,9 @@ def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
         _replay_watch(rec, w, t0)
     for f in faults:
         rec.fault(f.t, f.action, **dict(f.detail))
-    events, _ = log_events([(i, c) for i, c in known.items() if isinstance(c, REQUEST_TYPES)])
-    head = max(known, default=0)  # a watch's header is the committed index, not a write's
+    # the head revision (what a watch's header says), replayed as etcd numbers it
+    events, head = log_events([(i, c) for i, c in known.items()
+                               if isinstance(c, REQUEST_TYPES)])
     final_result = final.result if final is not None and isinstance(
         final.result, RangeResult) else None
     return Assembled(rec.history(), events, head, final_result, samples, tuple(notes),
