@@ -167,14 +167,14 @@ class NetsyMachine:
         rows = _logical_rows(s.skeleton(), compactions)
         keys = sorted({bytes(r[2]) for r in rows})
         number = {k: i for i, k in enumerate(keys)}
-        valued = {r[0] for r in rows if not r[6] and r[7] is None}
+        live = set(s.live_revisions())  # every row with a value is among them
         doc = {
             "applied": self.applied,
             "head": s.head,
             "compactions": compactions,
             "keys": [k.hex() for k in keys],
             "rows": [[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows],
-            "entries": [[r, i, p] for r, i, p in s.entries() if r in valued],
+            "entries": [[r, i, p] for r, i, p in s.entries() if r in live],
         }
         return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
@@ -204,7 +204,8 @@ class NetsyMachine:
         ("compaction",), ("head",) or ("applied_batch", from_rev, to_rev); for the block
         tier ("flush_rows", lo, max_rows) -> `FlushRows`, ("history_range", Range) ->
         `RangeSkeleton` and ("history_events", from_rev, to_rev, key, range_end) ->
-        `EventsSkeleton` (history.py). Errors are returned, not raised."""
+        `EventsSkeleton` (history.py); ("revisions", lo_index, hi_index) -> [(revision,
+        raft index)] of the writes of those entries. Errors are returned, not raised."""
         try:
             return self._query(request)
         except KvError as err:
@@ -231,6 +232,8 @@ class NetsyMachine:
                 return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev))
             if tag == "applied_batch" and len(args) == 2:
                 return self._applied_batch(args[0], args[1])
+            if tag == "revisions" and len(args) == 2:
+                return self._revisions(args[0], args[1])
             if tag == "flush_rows" and len(args) == 2:
                 return s.history_rows(args[0], args[1])
             if tag == "history_range" and len(args) == 1 and isinstance(args[0], Range):
@@ -249,18 +252,28 @@ class NetsyMachine:
     # batch holding revision C and a client's Compact(C), and served C to a watch that its
     # admission had already dropped as compacted (a compaction passed a live watch).
 
-    def _applied_batch(self, lo: int, hi: int) -> AppliedBatch:
+    def _applied_batch(self, lo: int, hi: int | None) -> AppliedBatch:
         """What the node needs after each applied batch, read in one step (so the three
-        parts describe the same state): every change in [lo, hi] with prev_kv, or None
-        when a compaction reached lo, plus the compact revision and the head."""
+        parts describe the same state): every change in revisions [lo, hi] (hi None:
+        up to head) with prev_kv, or None when a compaction reached lo, plus the compact
+        revision and the head. The node asks from the first revision it has not fanned
+        out, whatever raft index it was told of: revisions are not indexes."""
         s = self.store
+        hi = s.head if hi is None else hi
         changes: tuple[Event, ...] | None = None
+        if lo > s.head:
+            return AppliedBatch((), s.compact_revision, s.head)
         # lo <= C only on a lagging node whose batch holds a client's Compact(C >= lo):
         # None makes its watchers catch up from history, which cancels the ones that
         # still needed C as compacted.
         if lo > s.compact_revision:
             changes = tuple(s.events(lo, FIRST_KEY, ALL_KEYS, end_revision=hi, prev_kv=True))
         return AppliedBatch(changes, s.compact_revision, s.head)
+
+    def _revisions(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """(revision, raft index) of every write applied from entries lo..hi: which
+        entries took a revision, and which one (the scenario history's two numbers)."""
+        return [(r, i) for r, i, _ in self.store.entries() if lo <= i <= hi]
 
     def status(self) -> dict[str, Any]:
         s = self.store
