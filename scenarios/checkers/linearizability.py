@@ -62,7 +62,13 @@ from sediment.actors.kv.types import (
     TxnResult,
 )
 from sediment.scenarios.checkers import key_model
-from sediment.scenarios.checkers.kv_model import OUT_OF_ORDER, KvModel, KvState, matches
+from sediment.scenarios.checkers.kv_model import (
+    FIRST_REVISION,
+    OUT_OF_ORDER,
+    KvModel,
+    KvState,
+    matches,
+)
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 from sediment.scenarios.checkers.wgl import (
     DEFAULT_BUDGET,
@@ -91,9 +97,9 @@ MAX_EVIDENCE = 12  # operations shown when the evidence could not be shrunk furt
 
 @dataclass(frozen=True)
 class Start:
-    """The store when the run began (default: empty at revision 0)."""
+    """The store when the run began (default: empty, at etcd's first revision 1)."""
 
-    head: int = 0
+    head: int = FIRST_REVISION
     kvs: tuple[KeyValue, ...] = ()
 
     @classmethod
