@@ -22,9 +22,9 @@ Two numbers: `applied` is the raft index of the last entry applied (what the raf
 server and the log's compaction count), `store.head` the etcd revision clients see. The
 store records which entry wrote each revision (`Store.entries`). Snapshots hold no
 values (Ra's `ra_kv`): every record row without its value, the compaction revisions,
-head, applied, and for each revision that holds a live value its entry's index and the
-txn's path. `restore` refills each live value from that entry. `live_indexes` is
-`Store.live_indexes()`: the entries of each key's latest put at or below the compact
+head, applied, and for each written revision its entry's index and the txn's path (every
+member keeps the whole revision <-> index map, as it keeps every row). `restore` refills
+each live value from that entry. `live_indexes` is `Store.live_indexes()`: the entries of each key's latest put at or below the compact
 revision plus of every revision above it, so a compaction lets the log free segments.
 
 The value-only compaction pass runs in `background()`, one bounded batch per call, never
@@ -167,14 +167,13 @@ class NetsyMachine:
         rows = _logical_rows(s.skeleton(), compactions)
         keys = sorted({bytes(r[2]) for r in rows})
         number = {k: i for i, k in enumerate(keys)}
-        live = set(s.live_revisions())  # every row with a value is among them
         doc = {
             "applied": self.applied,
             "head": s.head,
             "compactions": compactions,
             "keys": [k.hex() for k in keys],
             "rows": [[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows],
-            "entries": [[r, i, p] for r, i, p in s.entries() if r in live],
+            "entries": [[r, i, p] for r, i, p in s.entries()],
         }
         return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 

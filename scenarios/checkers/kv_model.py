@@ -110,7 +110,16 @@ class KvState:
 FIRST_REVISION = 1  # etcd: an empty store
 NO_COMPACTION = -1  # etcd's compact revision before any compaction
 EMPTY = KvState(FIRST_REVISION, NO_COMPACTION, (), ())
+
+
+@dataclass(frozen=True)
+class UnknownWrite:
+    """A committed request whose content is unknown but that is known to have taken one
+    revision (a log entry no member still held, mapped to its revision): the model
+    moves the head on so later writes keep their numbers, and changes no key."""
+
 OUT_OF_ORDER = Failure("OutOfOrder", "a log index at or below one already applied")
+UNKNOWN = Failure("Unknown", "the request is not known (only the revision it took)")
 
 
 def _visible(hist: History, at: int) -> Version | None:
@@ -198,7 +207,7 @@ class KvModel:
         return nxt, out
 
     def step(
-        self, s: KvState, req: Request, index: int | None = None
+        self, s: KvState, req: Request | UnknownWrite, index: int | None = None
     ) -> tuple[KvState, Result | Failure, list[Event]]:
         """`apply`, and the events the request made (what a watch of everything sees
         at its revision, in etcd's order, with prev_kv)."""
@@ -206,6 +215,8 @@ class KvModel:
             if index <= s.index:
                 return s, OUT_OF_ORDER, []
             s = KvState(s.head, s.compact, s.names, s.hists, index)
+        if isinstance(req, UnknownWrite):
+            return KvState(s.head + 1, s.compact, s.names, s.hists, s.index), UNKNOWN, []
         if isinstance(req, Range):
             at = self._read_rev(s, req.revision)
             if isinstance(at, Failure):
@@ -380,5 +391,5 @@ def is_read_only(req: Request) -> bool:
     return isinstance(req, Range)
 
 
-__all__ = ["ALL_KEYS", "EMPTY", "FIRST_REVISION", "NO_COMPACTION", "OUT_OF_ORDER", "KvModel",
-           "KvState", "Version", "is_read_only", "matches"]
+__all__ = ["ALL_KEYS", "EMPTY", "FIRST_REVISION", "NO_COMPACTION", "OUT_OF_ORDER", "UNKNOWN",
+           "KvModel", "KvState", "UnknownWrite", "Version", "is_read_only", "matches"]

@@ -30,7 +30,7 @@ from sediment.actors.kv.types import (
 )
 from sediment.actors.kv.watch_checker import Cancellation, Response, WatchRecord
 from sediment.actors.kv.watch_checker import check as check_watches
-from sediment.scenarios.checkers.kv_model import FIRST_REVISION, KvModel
+from sediment.scenarios.checkers.kv_model import FIRST_REVISION, KvModel, UnknownWrite
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 from sediment.scenarios.history import History, Op, Request, WatchLog
 
@@ -94,7 +94,8 @@ def committed_events(history: History) -> tuple[list[Event], int] | None:
     return events, head
 
 
-def log_events(entries: Sequence[tuple[int, Request]]) -> tuple[list[Event], int]:
+def log_events(entries: Sequence[tuple[int, Request | UnknownWrite]]
+               ) -> tuple[list[Event], int]:
     """The committed history of a log: (index, request) pairs applied in index order
     (Sediment's raft log), the events their writes made (revisions numbered as etcd
     does, one revision's events in the order the request made them) and the head
