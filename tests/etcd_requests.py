@@ -39,6 +39,7 @@ class RequestGen:
     seed: int
     bad_inputs: bool = True
     big: bool = True  # a request over 1.5 MiB now and then (slow over gRPC: keep rare)
+    plain: bool = False  # no nested txns, no sort or filter options (older clients' shape)
     head: int = 1
     compacted: int = -1
     n: int = 0
@@ -79,16 +80,19 @@ class RequestGen:
     def range(self, in_txn: bool = False) -> Range:
         rng = self.rng
         options: dict[str, Any] = {}
-        if rng.random() < 0.3:
+        if self.plain:
+            pass
+        elif rng.random() < 0.3:
             options["sort_order"] = rng.choice(SORT_ORDERS)
             options["sort_target"] = rng.choice(SORT_TARGETS)
-        if rng.random() < 0.15:
+        if rng.random() < 0.15 and not self.plain:
             name = rng.choice(["min_mod_revision", "max_mod_revision", "min_create_revision",
                                "max_create_revision"])
             options[name] = rng.randint(-1, self.head + 1)
         return Range(self.key(), self.range_end(), self.revision(),
                      rng.choice([0, 0, 0, 1, 2, 3, -1]), rng.random() < 0.1,
-                     rng.random() < 0.15, serializable=rng.random() < 0.2 and not in_txn,
+                     rng.random() < 0.15,
+                     serializable=rng.random() < 0.2 and not in_txn and not self.plain,
                      **options)
 
     def put(self) -> Put:
@@ -123,7 +127,7 @@ class RequestGen:
                 ops.append(self.put())
             elif kind < 0.55:
                 ops.append(self.delete())
-            elif kind < 0.85 or depth >= 2:
+            elif kind < 0.85 or depth >= 2 or self.plain:
                 ops.append(self.range(in_txn=True))
             else:
                 ops.append(self.txn(depth + 1))
@@ -137,7 +141,7 @@ class RequestGen:
         rng = self.rng
         lo = self.compacted - 1
         rev = rng.randint(lo, self.head + 3) if rng.random() < 0.9 else rng.choice([-1, 0])
-        return Compact(rev, physical=rng.random() < 0.5)
+        return Compact(rev, physical=rng.random() < 0.5 and not self.plain)
 
     def bad(self) -> Any:
         rng = self.rng

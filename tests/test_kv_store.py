@@ -31,6 +31,7 @@ from sediment.actors.kv.types import (
     Range,
     RangeResult,
     Txn,
+    TxnResult,
 )
 from sediment.actors.kv.validation import Limits
 
@@ -763,3 +764,42 @@ def test_store_matches_dict_model(ops) -> None:
             assert got == m.range(b"\0", ALL_KEYS, rev)
     finally:
         s.close()
+
+
+# ------------------------------------------------------------ etcd's txn edges --
+
+
+def test_a_txn_may_change_a_key_twice_and_watches_see_both_in_order(store: Store) -> None:
+    """etcd's checkIntervals takes a delete's range_end literally, so a txn deleting
+    [a, "\\0") (every key from a) and putting b is accepted, as is one putting b and then
+    deleting [a, "\\0"). One revision, events in change order (etcd's sub-revisions),
+    prev_kv the key at the revision before (etcd's watch), none for a creating put."""
+    store.put(b"b", b"old")  # 2
+    res = store.txn([], [DeleteRange(b"a", ALL_KEYS), Put(b"b", b"new", prev_kv=True),
+                         Put(b"z", b"1")], [])
+    assert res.revision == 3 and [r.revision for r in res.responses] == [3, 3, 3]
+    assert res.responses[1].prev_kv is None  # deleted earlier in this txn
+    assert store.get(b"b") == KeyValue(b"b", b"new", 3, 3, 1)
+    evs = store.events(3, b"\0", ALL_KEYS, prev_kv=True)
+    assert [(e.kind, e.kv.key) for e in evs] == [("delete", b"b"), ("put", b"b"),
+                                                 ("put", b"z")]  # change order, not key
+    assert evs[0].prev_kv == KeyValue(b"b", b"old", 2, 2, 1)
+    assert evs[1].prev_kv is None  # a put that creates the key
+    store.txn([], [Put(b"b", b"x"), DeleteRange(b"a", ALL_KEYS)], [])  # 4: put, delete
+    evs = store.events(4, b"b", prev_kv=True)
+    assert [e.kind for e in evs] == ["put", "delete"]
+    # both prev_kv are the key at revision 3, not the put of this txn
+    assert evs[0].prev_kv == evs[1].prev_kv == KeyValue(b"b", b"new", 3, 3, 1)
+    assert store.get(b"b") is None and store.head == 4
+
+
+def test_a_nested_txn_judges_its_compares_before_the_outer_txn_writes(store: Store) -> None:
+    """etcd's compareToPath: the whole tree's compares see the state before the txn."""
+    store.put(b"n", b"0")  # 2
+    res = store.txn([], [Put(b"n", b"1"),
+                         Txn((Compare(b"n", "value", "=", b"0"),), (Range(b"n"),),
+                             (Put(b"m", b"f"),))], [])
+    nested = res.responses[1]
+    assert isinstance(nested, TxnResult) and nested.succeeded and nested.revision == 0
+    assert nested.responses[0].kvs[0].value == b"1"  # its read sees the outer put
+    assert store.get(b"m") is None

@@ -265,14 +265,6 @@ class Store:
             (key, at),
         ).fetchone()
 
-    def _before(self, key: bytes, revision: int, sub: int) -> Any | None:
-        """The key's change just before (revision, sub)."""
-        return self._db.execute(
-            f"SELECT {_COLS} FROM records WHERE key = ? AND (revision < ? OR "
-            "(revision = ? AND sub < ?)) ORDER BY revision DESC, sub DESC LIMIT 1",
-            (key, revision, revision, sub),
-        ).fetchone()
-
     def _range_rows(self, r: Range, at: int, header: int) -> tuple[RangeResult, list[Any]]:
         """The Range answer and the rows behind its kvs (a compacted value is NULL there)."""
         rows = self._live_rows(r.key, r.range_end, at)
@@ -336,8 +328,10 @@ class Store:
         missing: list[int] = []
         for row in rows:
             prev = None
-            if prev_kv:
-                p = self._before(row[0], row[6], row[7])
+            # etcd's prev_kv: the key at the revision before (a change earlier in the same
+            # request does not count), and none for a put that creates the key
+            if prev_kv and not (not row[5] and row[2] == row[6]):
+                p = self._latest(row[0], row[6] - 1)
                 if p is not None and not p[5] and p[1] is not None:
                     prev = _kv(p)
             if row[5]:

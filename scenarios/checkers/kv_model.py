@@ -283,17 +283,22 @@ class KvModel:
                     hists.insert(i, ())
                 prev = _visible(hists[i], rev)
                 create, version = (prev[1], prev[2] + 1) if prev else (rev, 1)
+                # a watch's prev_kv (etcd): the key at the revision before, none for a put
+                # that creates it
+                before = _visible(hists[i], rev - 1) if create != rev else None
                 hists[i] = (*hists[i], (rev, create, version, op.value))
                 run.events.append(Event("put", _kv(op.key, hists[i][-1]),
-                                        _kv(op.key, prev) if prev else None))
+                                        _kv(op.key, before) if before else None))
                 run.changes += 1
                 run.out.append(PutResult(rev, _kv(op.key, prev) if op.prev_kv and prev else None))
             elif isinstance(op, DeleteRange):
                 gone = _live(names, hists, op.key, op.range_end, rev)
                 for kv in gone:
                     i = bisect.bisect_left(names, kv.key)
+                    before = _visible(hists[i], rev - 1)
                     hists[i] = (*hists[i], (rev, 0, 0, None))
-                    run.events.append(Event("delete", KeyValue(kv.key, b"", 0, rev, 0), kv))
+                    run.events.append(Event("delete", KeyValue(kv.key, b"", 0, rev, 0),
+                                            _kv(kv.key, before) if before else None))
                 run.changes += len(gone)
                 run.out.append(DeleteResult(run.now(), len(gone), gone if op.prev_kv else []))
             elif isinstance(op, Range):
