@@ -430,6 +430,33 @@ def test_log_events_replay_the_committed_log_as_a_watch_sees_it() -> None:
     assert events[1].prev_kv == kv(b"a", b"1", 2)
 
 
+def test_an_unread_entry_mapped_to_its_revision_keeps_the_later_numbers() -> None:
+    """An entry no member still held, but which a member said took revision 3: the
+    replay moves the head over it, so the put after it is revision 4, as the store
+    numbered it (left out, the replay would call it 3)."""
+    from sediment.scenarios.checkers.kv_model import UnknownWrite
+
+    events, head = log_events([(3, Put(b"a", b"1")), (4, UnknownWrite()),
+                               (5, Range(b"a")), (6, Put(b"a", b"2", True))])
+    assert head == 4
+    assert [(e.kind, e.kv.mod_revision) for e in events] == [("put", 2), ("put", 4)]
+
+
+def test_an_indeterminate_write_is_placed_at_the_unread_entry_of_the_revision_seen() -> None:
+    """Clients saw put k=x at revision 3; the entry behind revision 3 (index 7) could
+    not be read: the indeterminate put of x is that entry."""
+    from sediment.actors.kv.types import Event
+    from sediment.scenarios.assemble import place_by_observation
+    from sediment.scenarios.history import WatchLog, WatchResponse
+
+    x = Put(b"k", b"x")
+    ops = [OpRecord(0, "put", x, 1.0, 2.0, "info", None, None)]
+    seen = Event("put", kv(b"k", b"x", 3))
+    watch = WatchLog(0, 1, b"k", None, 1, 0.0, responses=(WatchResponse(2.5, 3, (seen,)),))
+    assert place_by_observation(ops, {7: 3}, [watch])[0].index == 7
+    assert place_by_observation(ops, {7: 4}, [watch])[0].index is None  # another revision
+
+
 # ---- assembling a run's history -----------------------------------------------------------
 
 
