@@ -3,17 +3,22 @@ every answer compared field by field (header ids aside: the results carry only t
 revision), errors by type and exact etcd description.
 
 The requests go to etcd through `EtcdClient` (gRPC, etcd's compiled stubs) and to an
-in-process `Store` directly (over the wire, once Sediment serves gRPC, the same client
-will talk to both). CI runs a few seeds; more by hand:
+in-process `Store` directly, or (`--target cluster`) through the client of a 3-node KV
+cluster on the simulator, so every request is a raft entry and the revisions are the
+machine's (over the wire, once Sediment serves gRPC, the same client will talk to both).
+CI runs a few seeds; more by hand:
 
     .venv/bin/python tests/test_etcd_differential.py --seeds 50 [--first 100] [--steps 300]
+        [--target store|cluster]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +49,38 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def run_seed(endpoint: str, seed: int, steps: int = STEPS, *, big: bool = True) -> list[str]:
+@contextlib.contextmanager
+def _target(kind: str, tmp: str, seed: int) -> Iterator[Callable[[Any], Any]]:
+    """A function answering one request: the in-process Store's, or a sim cluster's."""
+    if kind == "store":
+        with Store(Path(tmp) / "kv.sqlite", synchronous="OFF") as store:
+            yield store.request
+        return
+    from sediment.actors.kv.cluster import Cluster
+    from sediment.runtime import api
+
+    rt = api.start("sim", seed=seed, nodes=("n1", "n2", "n3"))
+    try:  # no compaction cycle of its own: only the requests compact
+        cluster = Cluster.start(data_dir=tmp, runtime=rt, compaction_interval=3600.0)
+        cluster.wait_ready()
+        client = cluster.client()
+        yield client._propose  # every request through the log, the machine's answer
+    finally:
+        rt.shutdown()
+
+
+def run_seed(endpoint: str, seed: int, steps: int = STEPS, *, big: bool = True,
+             target: str = "store") -> list[str]:
     """Send one seed's requests to the etcd at `endpoint` (fresh: revision 1, nothing
-    compacted) and to a fresh Store; the differences found (empty: none)."""
+    compacted) and to a fresh store (`target`); the differences found (empty: none)."""
     gen = RequestGen(seed, big=big)
     diffs: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, EtcdClient(endpoint) as etcd, \
-            Store(Path(tmp) / "kv.sqlite", synchronous="OFF") as store:
+            _target(target, tmp, seed) as answer:
         for step in range(steps):
             request = gen.next()
             want = _answer(lambda r=request: etcd.request(r))
-            got = _answer(lambda r=request: store.request(r))
+            got = _answer(lambda r=request: answer(r))
             if not _same(want, got):
                 diffs.append(f"seed {seed} step {step}: {request!r:.400}\n  etcd:  {want!r:.900}"
                              f"\n  store: {got!r:.900}")
@@ -74,16 +100,25 @@ def test_store_answers_as_etcd_does(seed: int) -> None:
     assert not diffs, "\n".join(diffs)
 
 
+def test_a_sim_cluster_answers_as_etcd_does() -> None:
+    """Through raft: revisions are the machine's numbering, not raft indexes."""
+    require_etcd()
+    with RealEtcd() as etcd:
+        diffs = run_seed(etcd.endpoint, 7, steps=120, big=False, target="cluster")
+    assert not diffs, "\n".join(diffs)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--target", choices=("store", "cluster"), default="store")
     args = parser.parse_args(argv)
     failed = 0
     for seed in range(args.first, args.first + args.seeds):
         with RealEtcd() as etcd:
-            diffs = run_seed(etcd.endpoint, seed, args.steps)
+            diffs = run_seed(etcd.endpoint, seed, args.steps, target=args.target)
         print(f"seed {seed}: {'ok' if not diffs else 'DIFFERS'}", flush=True)
         for d in diffs:
             print(d)

@@ -803,3 +803,22 @@ def test_a_nested_txn_judges_its_compares_before_the_outer_txn_writes(store: Sto
     assert isinstance(nested, TxnResult) and nested.succeeded and nested.revision == 0
     assert nested.responses[0].kvs[0].value == b"1"  # its read sees the outer put
     assert store.get(b"m") is None
+
+
+def test_range_options_as_etcd_applies_them(store: Store) -> None:
+    for k, v in [(b"a", b"3"), (b"b", b"1"), (b"c", b"2"), (b"d", b"0")]:
+        store.put(k, v)  # a@2 b@3 c@4 d@5
+    store.put(b"b", b"9")  # b@6
+    r = store.range(b"a", ALL_KEYS, sort_order="descend", sort_target="value", limit=2)
+    assert keys(r) == [b"b", b"a"] and r.count == 4 and r.more
+    # a sort target alone sorts ascending, but etcd then reads only limit + 1 keys
+    r = store.range(b"a", ALL_KEYS, sort_target="value", limit=1)
+    assert keys(r) == [b"a"] and r.more  # the smaller value of a and b (d's 0 unread)
+    r = store.range(b"a", ALL_KEYS, sort_order="ascend", sort_target="value", limit=1)
+    assert keys(r) == [b"d"]  # an asked-for order reads every key first
+    r = store.range(b"a", ALL_KEYS, min_mod_revision=4, max_create_revision=4)
+    assert keys(r) == [b"b", b"c"] and r.count == 4  # count is before the filters
+    r = store.range(b"a", ALL_KEYS, limit=-1, revision=-3)
+    assert len(r.kvs) == 4 and not r.more  # no limit, read at head
+    r = store.range(b"a", ALL_KEYS, count_only=True, limit=1)
+    assert r.kvs == [] and r.count == 4 and not r.more
