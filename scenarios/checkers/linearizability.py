@@ -20,11 +20,10 @@ P-compositional as a whole):
 Both searches are bounded (`budget` steps; at most PER_KEY_BUDGET for a key, which
 then only leaves the decision to the whole pass); past it the result is "unknown".
 
-Sediment numbers revisions by raft log index (a write's revision is its entry's index),
-so an operation may carry the `index` of its entry (`Op.index`): the model then gives
-the write that revision and takes indexed operations in log order only (see
-`kv_model.py`). Operations without an index get etcd's numbering (the next revision),
-which is what histories of an etcd-like store need.
+Revisions are etcd's (the model numbers them: one per request that changes something).
+An operation of a Sediment run may also carry the raft `index` of its entry (`Op.index`):
+the model then takes indexed operations in log order only (see `kv_model.py`); a
+history recorded from a real etcd has no index.
 
 Indeterminate operations stay candidates forever, so the whole pass uses what revisions
 prove to keep them in check, without losing any linearization that exists (each rule is
