@@ -29,7 +29,7 @@ from etcd_requests import RequestGen
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.etcd_client import EtcdClient
 from sediment.actors.kv.store import Store
-from sediment.actors.kv.types import Compact
+from sediment.actors.kv.types import Compact, Put, Range, RangeResult
 
 CI_SEEDS = (0, 1, 2)
 STEPS = 200
@@ -106,6 +106,20 @@ def test_a_sim_cluster_answers_as_etcd_does() -> None:
     with RealEtcd() as etcd:
         diffs = run_seed(etcd.endpoint, 7, steps=120, big=False, target="cluster")
     assert not diffs, "\n".join(diffs)
+
+
+def test_a_three_member_etcd_serves_one_history() -> None:
+    """The fixture's 3-member form: a write through one member is read through another
+    at the same revision (etcd's reads are linearizable by default)."""
+    require_etcd()
+    with RealEtcd(members=3) as etcd:
+        assert len(etcd.endpoints) == 3
+        with EtcdClient(etcd.endpoints[0]) as one, EtcdClient(etcd.endpoints[2]) as three:
+            put = one.request(Put(b"k", b"v"))
+            got = three.request(Range(b"k"))
+            assert isinstance(got, RangeResult) and got.kvs[0].value == b"v"
+            assert got.kvs[0].mod_revision == put.revision == got.revision
+    assert etcd.endpoints == []  # stopped
 
 
 def main(argv: list[str]) -> int:
