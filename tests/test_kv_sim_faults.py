@@ -487,7 +487,7 @@ class Run:
     def drain(self) -> None:
         """Reopen what died, then have every session confirm with a broadcast progress at
         the final revision: its bookmark makes the checker verify that nothing is missing."""
-        head = self.final_status()["applied"]
+        head = self.final_status()["head"]  # a bookmark is a revision, not a raft index
         for _ in range(DRAIN_LIMIT):
             pending = [s for s in self.sessions if s.ended is not None or s.bookmarked < head]
             if not pending:
@@ -618,7 +618,7 @@ def check_run(run: Run, final: dict[str, Any]) -> list[str]:
     # the watches
     truth: list[Event] = full.store.events(1, *EVERY_KEY, prev_kv=True)
     records, compactions = watch_records(run)
-    violations: list[Violation] = check(truth, last, records, compactions)
+    violations: list[Violation] = check(truth, final["head"], records, compactions)
     problems += [str(v) for v in violations]
     problems += [f"watch {r.watch_id} failed: {r.canceled}" for r in records
                  if r.canceled is not None and r.canceled.reason == "error"]

@@ -83,7 +83,8 @@ class _Node:
     raft: Pid
     state: adm.AdmissionState
     compact_revision: int = 0
-    applied: int = 0  # the raft index the watchers have been told about
+    applied: int = 0  # the revision the watchers have been told about (etcd's numbering)
+    index: int = 0  # the raft index of the last applied notice (revisions are not indexes)
     watchers: dict[Pid, None] = field(default_factory=dict)  # insertion order: replayable
     opened: dict[tuple[Pid, Any], Pid] = field(default_factory=dict)  # (owner, token) -> session
     # sessions being spawned: (owner, token) or a ref of its own -> the calls awaiting it
@@ -104,15 +105,16 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
         raise RuntimeError(f"the kv raft member on {me} is not running")
     ctx.monitor(raft)
     compact_rev, _finished = await reads.compaction(ctx, raft)
-    applied = (await ctx.call(raft, ("watch_applied", ctx.self()), timeout=30))[1]
-    state, _ = adm.restore(compact_rev, await reads.head(ctx, raft))
+    index = (await ctx.call(raft, ("watch_applied", ctx.self()), timeout=30))[1]
+    applied = await reads.head(ctx, raft)  # read after subscribing: no revision is missed
+    state, _ = adm.restore(compact_rev, applied)
     promise_file = (promised_floor.path(os.path.join(config.data_dir, me))
                     if config.data_dir else None)
     promised = promised_floor.read(promise_file) if promise_file else 0
     # what this node promised before it went down may already be compacting
     state, _ = adm.leader_initial(state, promised)
-    node = _Node(ctx, config, raft, state, compact_rev, applied, promise_file=promise_file,
-                 promised=promised)
+    node = _Node(ctx, config, raft, state, compact_rev, applied, index,
+                 promise_file=promise_file, promised=promised)
     leader = await ctx.call(raft, ("subscribe", ctx.self()), timeout=30)
     await _leadership(node, *leader)
     _logger.info("kv node up", node=me, committed=applied, compact_revision=compact_rev,
@@ -182,18 +184,21 @@ async def _on_call(node: _Node, call: Call) -> None:
 
 
 async def _applied(node: _Node, index: int) -> None:
-    """Fan the changes since the last applied revision out to the watchers; an advanced
-    compaction revision raises the floor. One machine query reads all three."""
+    """Fan the changes since the last fanned-out revision out to the watchers; an
+    advanced compaction revision raises the floor. One machine query reads all three.
+    The raft server tells raft indexes; the watchers count revisions: the query reads
+    every revision above the last one fanned out, up to the machine's head."""
     ctx = node.ctx
-    lo = node.applied + 1
-    if index < lo:
+    if index <= node.index:
         return
-    batch = await reads.applied_batch(ctx, node.raft, lo, index)
+    node.index = index
+    batch = await reads.applied_batch(ctx, node.raft, node.applied + 1, None)
     # admission counts written revisions: a compaction may not go past the head
     node.state = adm.advance(node.state, batch.head)
-    node.applied = index
-    for pid in node.watchers:
-        ctx.send(pid, ("committed", index, batch.events))  # None: the watcher catches up
+    if batch.head > node.applied:
+        node.applied = batch.head
+        for pid in node.watchers:  # None: the watcher catches up
+            ctx.send(pid, ("committed", batch.head, batch.events))
     compact_rev = batch.compact_revision
     if compact_rev > node.compact_revision:
         node.compact_revision = compact_rev
