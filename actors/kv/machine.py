@@ -24,8 +24,9 @@ store records which entry wrote each revision (`Store.entries`). Snapshots hold 
 values (Ra's `ra_kv`): every record row without its value, the compaction revisions,
 head, applied, and for each written revision its entry's index and the txn's path (every
 member keeps the whole revision <-> index map, as it keeps every row). `restore` refills
-each live value from that entry. `live_indexes` is `Store.live_indexes()`: the entries of each key's latest put at or below the compact
-revision plus of every revision above it, so a compaction lets the log free segments.
+each live value from that entry. `live_indexes` is `Store.live_indexes()`: the entries of
+each key's latest put at or below the compact revision plus of every revision above it,
+so a compaction lets the log free segments.
 
 The value-only compaction pass runs in `background()`, one bounded batch per call, never
 inside `apply`. Members finish it at different times, so a snapshot describes compaction
@@ -103,6 +104,7 @@ class NetsyMachine:
         options.setdefault("synchronous", "NORMAL")
         self.store = Store(self.path, **options)
         self.applied = self.store.meta("applied") or 0
+        self._noticed = self.store.head  # the last revision an applied notice covered
         self._closed = False
 
     # ------------------------------------------------------------------ apply --
@@ -273,6 +275,15 @@ class NetsyMachine:
         """(revision, raft index) of every write applied from entries lo..hi: which
         entries took a revision, and which one (the scenario history's two numbers)."""
         return [(r, i) for r, i, _ in self.store.entries() if lo <= i <= hi]
+
+    def applied_notice(self, lo: int, hi: int) -> tuple[int, AppliedBatch]:
+        """What the raft server sends its subscribers (the KV node) with the news that
+        entries [lo, hi] were applied, so they need not ask: (the first revision it
+        covers, the batch). It covers every revision since the last notice."""
+        first = self._noticed + 1
+        batch = self._applied_batch(first, None)
+        self._noticed = batch.head
+        return first, batch
 
     def status(self) -> dict[str, Any]:
         s = self.store

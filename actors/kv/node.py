@@ -34,6 +34,7 @@ from sediment.actors.kv import promised_floor, reads
 from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordinator
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
+from sediment.actors.kv.types import AppliedBatch
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.messages import Call, CallRef, Down
 from sediment.runtime.pid import Pid
@@ -126,7 +127,7 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
 async def _handle(node: _Node, msg: Any) -> None:
     ctx = node.ctx
     if isinstance(msg, tuple) and msg and msg[0] == "applied":
-        await _applied(node, msg[2])
+        await _applied(node, msg[2], *(msg[3] if len(msg) > 3 and msg[3] else ()))
     elif isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
         await _leadership(node, msg[2], msg[3])
     elif isinstance(msg, MinRequest):
@@ -183,16 +184,22 @@ async def _on_call(node: _Node, call: Call) -> None:
         ctx.reply(call.from_, ("error", ("unknown_request", req)))
 
 
-async def _applied(node: _Node, index: int) -> None:
+async def _applied(node: _Node, index: int, sent_from: int | None = None,
+                   sent: AppliedBatch | None = None) -> None:
     """Fan the changes since the last fanned-out revision out to the watchers; an
-    advanced compaction revision raises the floor. One machine query reads all three.
-    The raft server tells raft indexes; the watchers count revisions: the query reads
-    every revision above the last one fanned out, up to the machine's head."""
+    advanced compaction revision raises the floor. The raft server tells raft indexes;
+    the watchers count revisions. The raft member sends the changes with the news (read
+    once, in one step, from the first revision it had not sent); when they do not start
+    where this node stopped (it started meanwhile), one machine query reads every
+    revision above the last one fanned out, up to the machine's head."""
     ctx = node.ctx
     if index <= node.index:
         return
     node.index = index
-    batch = await reads.applied_batch(ctx, node.raft, node.applied + 1, None)
+    if sent is not None and sent_from == node.applied + 1:
+        batch = sent
+    else:
+        batch = await reads.applied_batch(ctx, node.raft, node.applied + 1, None)
     # admission counts written revisions: a compaction may not go past the head
     node.state = adm.advance(node.state, batch.head)
     if batch.head > node.applied:

@@ -334,6 +334,20 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
     return None
 
 
+MAX_BATCH = 512  # proposals (or reads) stepped as one batch
+
+
+def _is_propose(msg: Any) -> bool:
+    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
+            and len(msg.request) == 2 and msg.request[0] == "propose"
+            and msg.request[1] is not None)
+
+
+def _is_read(msg: Any) -> bool:
+    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
+            and len(msg.request) == 2 and msg.request[0] == "read_index")
+
+
 def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     request = call.request
     ctx = shell.ctx
@@ -342,7 +356,18 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         if len(request) != 2 or request[1] is None:  # None is the leader's no-op
             ctx.reply(call.from_, ("error", "bad_proposal", None))
             return None
-        return rp.Propose(request[1], call.from_, ctx.now())
+        # every proposal already waiting goes in the same batch: one log write, one
+        # AppendEntries per follower for all of them
+        more = ctx.receive_all(_is_propose, MAX_BATCH - 1)
+        items = ((request[1], call.from_), *((m.request[1], m.from_) for m in more))
+        return rp.ProposeBatch(items, ctx.now())
+    if kind == "read_index":  # ("read_index", query): a linearizable read, no log entry
+        if len(request) != 2:
+            ctx.reply(call.from_, ("error", "bad_read", None))
+            return None
+        more = ctx.receive_all(_is_read, MAX_BATCH - 1)
+        refs = ((call.from_, request[1]), *((m.from_, m.request[1]) for m in more))
+        return rp.ReadIndex(refs, ctx.now())
     if kind == "status":
         ctx.reply(call.from_, _status(shell, state))
     elif kind == "read":
@@ -476,6 +501,7 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
 
 async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
     machine = shell.machine
+    lo = machine.applied + 1
     for entry in entries:
         # a machine on disk may be ahead of the log's snapshot: never apply twice
         fresh = entry.index > machine.applied
@@ -487,11 +513,16 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
             shell.ctx.reply(waiter, ("ok", entry.index, result))
         else:
             shell.results[entry.index] = result
-    if entries:
+    if entries and shell.appliers:
+        # what the batch changed goes with the news, read once for every subscriber (the
+        # KV node would otherwise ask for it: a round trip per batch)
+        notice = getattr(machine, "applied_notice", None)
+        fresh = lo <= machine.applied
+        changes = notice(lo, machine.applied) if notice is not None and fresh else None
         for pid in shell.appliers:
-            shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied))
-        if not shell.busy:  # an entry may have left background work (a compaction)
-            shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
+            shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied, changes))
+    if entries and not shell.busy:  # an entry may have left background work (compaction)
+        shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
     if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
         for index in sorted(shell.results)[:5_000]:
             del shell.results[index]
@@ -515,6 +546,11 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
     result = effect.result
     ref = effect.ref
+    if isinstance(ref, tuple):  # a read: (the caller, its query)
+        ref, query = ref
+        if isinstance(result, rp.ReadReady):  # served at the machine's applied index (>= it)
+            shell.ctx.reply(ref, ("ok", shell.machine.applied, shell.machine.query(query)))
+            return
     if isinstance(result, rp.Committed):
         if result.index in shell.results:
             shell.ctx.reply(ref, ("ok", result.index, shell.results.pop(result.index)))
