@@ -16,6 +16,7 @@ from sediment.actors.log.raft import (
     ReadIndex,
     ReadReady,
     Reply,
+    Tick,
 )
 
 
@@ -59,13 +60,36 @@ def test_a_batch_to_a_follower_gets_the_leader_hint() -> None:
     assert _replies(c, "b") == {"x": NotLeader("a"), "y": NotLeader("a")}
 
 
-def test_followers_learn_a_commit_at_once_not_at_the_next_heartbeat() -> None:
+def test_followers_learn_a_commit_within_the_notify_delay_by_an_unanswered_heartbeat() -> None:
     c = _settled()
     c.feed("a", ProposeBatch(((("put", "k", 1), "r"),), c.now))
-    c.deliver()  # no tick: only the messages the commit itself sent
+    c.deliver()
     index = c.s["a"].commit
+    assert c.s["b"].commit < index  # not yet: the next AppendEntries would carry it
+    c.effects = {p: [] for p in c.s}
+    c.now += c.config.commit_notify_delay  # long before the next heartbeat
+    c.feed("a", Tick(c.now))
+    notices = [m for _, m in sent(c.effects["a"], AppendEntries)]
+    assert len(notices) == 2 and all(not m.entries and not m.ack for m in notices)
+    c.deliver()
     assert index == c.s["b"].commit == c.s["c"].commit
     assert c.applied["b"][-1].index == index
+    assert not sent(c.effects["b"]) and not sent(c.effects["c"])  # no answer to them
+
+
+def test_under_load_the_next_append_carries_the_commit_and_no_notice_is_sent() -> None:
+    c = _settled()
+    c.feed("a", ProposeBatch(((("put", "k", 1), "r1"),), c.now))
+    c.deliver()
+    first = c.s["a"].commit
+    c.feed("a", ProposeBatch(((("put", "k", 2), "r2"),), c.now))  # before the delay
+    c.deliver()
+    assert c.s["b"].commit >= first
+    c.effects = {p: [] for p in c.s}
+    c.now += c.config.commit_notify_delay
+    c.feed("a", Tick(c.now))
+    assert all(m.entries or m.leader_commit > first
+               for _, m in sent(c.effects["a"], AppendEntries))
 
 
 def test_a_read_waits_for_a_quorum_to_ack_its_round() -> None:

@@ -276,10 +276,10 @@ class NetsyMachine:
         entries took a revision, and which one (the scenario history's two numbers)."""
         return [(r, i) for r, i, _ in self.store.entries() if lo <= i <= hi]
 
-    def applied_notice(self, lo: int, hi: int) -> tuple[int, AppliedBatch]:
-        """What the raft server sends its subscribers (the KV node) with the news that
-        entries [lo, hi] were applied, so they need not ask: (the first revision it
-        covers, the batch). It covers every revision since the last notice."""
+    def applied_notice(self) -> tuple[int, AppliedBatch]:
+        """What the raft server sends its subscribers (the KV node) with the news of what
+        it applied, so they need not ask: (the first revision it covers, the batch). It
+        covers every revision since the last notice."""
         first = self._noticed + 1
         batch = self._applied_batch(first, None)
         self._noticed = batch.head

@@ -95,6 +95,7 @@ class _Node:
     leader: tuple[str | None, int] = (None, 0)
     promise_file: str | None = None
     promised: int = 0  # the floor last written to promise_file
+    eager: bool = False  # the raft member tells every applied batch (while watchers exist)
 
 
 async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
@@ -106,7 +107,8 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
         raise RuntimeError(f"the kv raft member on {me} is not running")
     ctx.monitor(raft)
     compact_rev, _finished = await reads.compaction(ctx, raft)
-    index = (await ctx.call(raft, ("watch_applied", ctx.self()), timeout=30))[1]
+    # no watchers yet: the member tells what it applied at most every LAZY_NOTICE
+    index = (await ctx.call(raft, ("watch_applied", ctx.self(), False), timeout=30))[1]
     applied = await reads.head(ctx, raft)  # read after subscribing: no revision is missed
     state, _ = adm.restore(compact_rev, applied)
     promise_file = (promised_floor.path(os.path.join(config.data_dir, me))
@@ -172,6 +174,7 @@ async def _on_call(node: _Node, call: Call) -> None:
             return
         ctx.reply(call.from_, verdict)
     elif kind == "open_watcher":
+        await _watching(node, True)
         _open_watcher(node, call, req[1:] if isinstance(req, tuple) else ())
     elif kind == "status":
         ctx.reply(call.from_, {
@@ -200,6 +203,24 @@ async def _applied(node: _Node, index: int, sent_from: int | None = None,
         batch = sent
     else:
         batch = await reads.applied_batch(ctx, node.raft, node.applied + 1, None)
+    _fan_out(node, batch)
+
+
+async def _watching(node: _Node, on: bool) -> None:
+    """Watchers need every applied batch at once (their latency); without any, the head
+    may lag by the member's lazy interval (the compaction floor only gets safer). On the
+    way to eager, catch up first, so a session starts from the head of now."""
+    if on == node.eager:
+        return
+    node.eager = on
+    node.ctx.send(node.raft, ("applied_mode", node.ctx.self(), on))
+    if on:
+        _fan_out(node, await reads.applied_batch(node.ctx, node.raft, node.applied + 1, None))
+
+
+def _fan_out(node: _Node, batch: AppliedBatch) -> None:
+    """Tell the watchers what the batch holds; an advanced compaction raises the floor."""
+    ctx = node.ctx
     # admission counts written revisions: a compaction may not go past the head
     node.state = adm.advance(node.state, batch.head)
     if batch.head > node.applied:
@@ -329,6 +350,8 @@ async def _down(node: _Node, pid: Pid, reason: Any) -> None:
         owner = str(pid)
         for key in [k for k in node.state.watches if k[0] == owner]:
             node.state = adm.cancel_watch(node.state, key)
+        if not node.watchers and not node.opening:
+            await _watching(node, False)
 
 
 __all__ = ["ErrCompacted", "KvNodeConfig", "kv_node"]

@@ -144,6 +144,8 @@ def wakeup_at(state: RaftState) -> float:
     due = s.heartbeat_due
     if s.config.check_quorum:
         due = min(due, s.quorum_due)
+    if s.commit_notify_due is not None:
+        due = min(due, s.commit_notify_due)
     return due
 
 
@@ -172,6 +174,8 @@ def _on_tick(s: RaftState, now: float, out: Out) -> None:
     if now >= s.heartbeat_due:
         s.heartbeat_due = now + s.config.heartbeat_interval
         replication.heartbeat(s, now, out)
+    if s.commit_notify_due is not None and now >= s.commit_notify_due:
+        replication.notify_commit(s, now, out)
 
 
 def _check_quorum(s: RaftState, now: float) -> bool:

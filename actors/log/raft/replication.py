@@ -55,7 +55,15 @@ def leader_append_all(s: RaftState, commands: tuple[object, ...], now: float,
     return entries
 
 
-def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
+def send_to(s: RaftState, peer: NodeId, msg: AppendEntries, out: Out) -> None:
+    """Send an AppendEntries; it tells `peer` the commit index."""
+    out.sends.append(Send(peer, msg))
+    pr = s.progress[peer]
+    if pr.commit_sent != msg.leader_commit:
+        s.progress[peer] = replace(pr, commit_sent=msg.leader_commit)
+
+
+def heartbeat_msg(s: RaftState, peer: NodeId, ack: bool = True) -> AppendEntries:
     """An empty AppendEntries after the follower's match index: it acked that prefix as
     durable, so the heartbeat cannot fail, and it re-verifies the prefix for a follower
     that restarted meanwhile (and lost what it had verified). (0, 0), the empty prefix,
@@ -63,16 +71,37 @@ def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
     match = s.progress[peer].match
     prev = term_at(s, match)
     if prev is None:
-        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit, s.read_round)
-    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit, s.read_round)
+        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit, s.read_round,
+                             ack)
+    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit, s.read_round,
+                         ack)
 
 
-def nudge(s: RaftState, peer: NodeId, out: Out) -> None:
+def nudge(s: RaftState, peer: NodeId, out: Out, ack: bool = True) -> None:
     """Send `peer` what it may get now, or else a heartbeat: it learns the commit index and
-    the read round at once (a follower otherwise learns a commit at the next append or
-    heartbeat, up to a heartbeat interval later; etcd broadcasts it the same way)."""
+    the read round at once. A heartbeat for the commit alone (`ack` False) is not
+    answered."""
     if not send_append(s, peer, out) and s.progress[peer].state != "snapshot":
-        out.sends.append(Send(peer, heartbeat_msg(s, peer)))
+        send_to(s, peer, heartbeat_msg(s, peer, ack), out)
+
+
+def notify_commit(s: RaftState, now: float, out: Out) -> None:
+    """Followers whose last message from us carried an older commit index learn the new
+    one (a follower applies, and serves its reads and watches, only what it knows is
+    committed). Run `commit_notify_delay` after the commit advanced: under load the next
+    AppendEntries carries it first, at no cost."""
+    s.commit_notify_due = None
+    for peer in s.others:
+        if s.progress[peer].commit_sent < s.commit:
+            nudge(s, peer, out, ack=False)
+
+
+def commit_advanced(s: RaftState, out: Out) -> None:
+    """The leader's commit moved: announce it now, or by `commit_notify_delay`."""
+    if s.config.commit_notify_delay <= 0:
+        notify_commit(s, s.now, out)
+    elif s.commit_notify_due is None:
+        s.commit_notify_due = s.now + s.config.commit_notify_delay
 
 
 def start_snapshot(s: RaftState, peer: NodeId, out: Out) -> None:
@@ -105,7 +134,7 @@ def send_append(s: RaftState, peer: NodeId, out: Out) -> bool:
     entries = entries_between(s, prev + 1, hi) if hi > prev else ()
     msg = AppendEntries(s.config.group, s.term, s.me, prev, prev_term, entries, s.commit,
                         s.read_round)
-    out.sends.append(Send(peer, msg))
+    send_to(s, peer, msg, out)
     if pr.state == "replicate":
         s.progress[peer] = replace(pr, next=hi + 1, inflight=(*pr.inflight, hi))
     else:
@@ -137,7 +166,7 @@ def heartbeat(s: RaftState, now: float, out: Out) -> None:
             pr, progressed=False, probe_sent=False, waiting=pr.match < last
         )
         if not send_append(s, peer, out) and s.progress[peer].state != "probe":
-            out.sends.append(Send(peer, heartbeat_msg(s, peer)))
+            send_to(s, peer, heartbeat_msg(s, peer), out)
 
 
 def _probe(pr: Progress, next_index: int) -> Progress:
@@ -190,8 +219,7 @@ def maybe_commit(s: RaftState, out: Out) -> None:
     n = matches[s.config.quorum - 1]
     if n > s.commit and term_at(s, n) == s.term:
         advance_commit(s, n, out)
-        for peer in s.others:
-            nudge(s, peer, out)
+        commit_advanced(s, out)
 
 
 # ---- follower ---------------------------------------------------------------------------
@@ -199,6 +227,7 @@ def maybe_commit(s: RaftState, out: Out) -> None:
 
 def on_append_entries(s: RaftState, m: AppendEntries, out: Out) -> None:
     """Raft's AppendEntries receiver; the caller already handled term and leadership."""
+    new_round = m.read_round > s.read_round
     s.read_round = max(s.read_round, m.read_round)
     entries = m.entries
     if m.prev_index < s.commit:
@@ -215,7 +244,10 @@ def on_append_entries(s: RaftState, m: AppendEntries, out: Out) -> None:
     commit = min(m.leader_commit, s.verified)
     if commit > s.commit:
         advance_commit(s, commit, out)
-    if not m.entries or s.persisted >= last_new:
+    if m.entries:
+        if s.persisted >= last_new:
+            out.sends.append(Send(m.leader, ack(s)))
+    elif m.ack or new_round:
         out.sends.append(Send(m.leader, ack(s)))
     s.ack_pending = s.persisted < s.verified
 
@@ -308,6 +340,8 @@ __all__ = [
     "leader_append",
     "leader_append_all",
     "nudge",
+    "notify_commit",
+    "send_to",
     "maybe_commit",
     "on_append_entries",
     "on_append_reply",

@@ -38,6 +38,9 @@ class RaftConfig:
     peers: tuple[NodeId, ...]
     election_timeout: tuple[float, float] = (0.15, 0.30)
     heartbeat_interval: float = 0.05
+    # a commit reaches followers with the next AppendEntries, or at the latest this long
+    # after it advanced (an idle leader then sends a heartbeat that needs no answer)
+    commit_notify_delay: float = 0.002
     max_append_entries: int = 64
     pre_vote: bool = True
     check_quorum: bool = True
@@ -83,6 +86,7 @@ class Progress:
     snapshot_term: int = 0
     snapshot_deadline: float = 0.0
     read_round: int = 0  # the highest read round it acknowledged
+    commit_sent: int = 0  # the commit index the last message to it carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +141,7 @@ class RaftState:
     heartbeat_due: float = 0.0
     quorum_due: float = 0.0
     read_round: int = 0  # leader: the latest ReadIndex round sent; follower: latest seen
+    commit_notify_due: float | None = None  # leader: followers learn the commit by then
     reads: tuple[PendingRead, ...] = ()  # leader: reads waiting for their round or apply
 
     def copy(self) -> RaftState:

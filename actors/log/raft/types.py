@@ -70,7 +70,9 @@ class VoteReply:
 class AppendEntries:
     """Entries after (prev_index, prev_term). A heartbeat has no entries and sits at the
     follower's acked match index (or at (0, 0), the empty prefix): it never fails.
-    `read_round`: the leader's latest ReadIndex round when it sent this (0: none)."""
+    `read_round`: the leader's latest ReadIndex round when it sent this (0: none). `ack`
+    False: a heartbeat that only announces the commit index needs no answer (unless it
+    starts a read round)."""
 
     group: str
     term: int
@@ -80,6 +82,7 @@ class AppendEntries:
     entries: tuple[Entry, ...]
     leader_commit: int
     read_round: int = 0
+    ack: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,9 @@ class _Shell:
     results: dict[int, Any] = field(default_factory=dict)
     waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
     listeners: list[Pid] = field(default_factory=list)
-    appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index)
+    appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
+    eager: set[Pid] = field(default_factory=set)  # appliers told after every applied batch
+    lazy_due: bool = False  # a notice for the others is scheduled
     busy: bool = False  # the machine has background work left
     piece_due: float = 0.0  # its next piece runs by then, however busy the mailbox is
     leader: tuple[str | None, int] = (None, 0)
@@ -308,9 +310,17 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         for subscribers in (shell.listeners, shell.appliers):
             if msg.pid in subscribers:
                 subscribers.remove(msg.pid)
+        shell.eager.discard(msg.pid)
         return None
     if isinstance(msg, Call):
         return _on_call(shell, state, msg)
+    if isinstance(msg, _LazyNotice):
+        shell.lazy_due = False
+        _notify_appliers(shell, [p for p in shell.appliers if p not in shell.eager])
+        return None
+    if isinstance(msg, tuple) and len(msg) == 3 and msg[0] == "applied_mode":
+        _set_eager(shell, msg[1], bool(msg[2]))
+        return None
     if isinstance(msg, SegmentsFlushed):
         shell.refs, dropped = shell.refs.update(msg.refs)
         if dropped:  # overwritten whole: nothing references them any more
@@ -375,8 +385,9 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     elif kind == "subscribe":
         _subscribe(shell, shell.listeners, request[1])
         ctx.reply(call.from_, shell.leader)
-    elif kind == "watch_applied":
+    elif kind == "watch_applied":  # ("watch_applied", pid[, eager])
         _subscribe(shell, shell.appliers, request[1])
+        _set_eager(shell, request[1], request[2] if len(request) > 2 else True)
         ctx.reply(call.from_, ("ok", shell.machine.applied))
     elif kind == "get":
         return _get(shell, state, call, request[1])
@@ -513,20 +524,48 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
             shell.ctx.reply(waiter, ("ok", entry.index, result))
         else:
             shell.results[entry.index] = result
-    if entries and shell.appliers:
-        # what the batch changed goes with the news, read once for every subscriber (the
-        # KV node would otherwise ask for it: a round trip per batch)
-        notice = getattr(machine, "applied_notice", None)
-        fresh = lo <= machine.applied
-        changes = notice(lo, machine.applied) if notice is not None and fresh else None
-        for pid in shell.appliers:
-            shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied, changes))
+    if entries and lo <= machine.applied and shell.appliers:
+        if shell.eager:
+            _notify_appliers(shell, shell.appliers)
+        elif not shell.lazy_due:
+            shell.lazy_due = True
+            shell.ctx.send_after(LAZY_NOTICE, shell.ctx.self(), _LazyNotice())
     if entries and not shell.busy:  # an entry may have left background work (compaction)
         shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
     if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
         for index in sorted(shell.results)[:5_000]:
             del shell.results[index]
     _maybe_snapshot(shell, state, entries[-1] if entries else None)
+
+
+LAZY_NOTICE = 0.1  # seconds: how stale a subscriber that is not eager may be
+
+
+@dataclass(frozen=True)
+class _LazyNotice:
+    """Time to tell the subscribers that are not eager what was applied meanwhile."""
+
+
+def _set_eager(shell: _Shell, pid: Pid, eager: bool) -> None:
+    """An eager subscriber (a KV node with watchers) hears of every applied batch; the
+    others at most every LAZY_NOTICE (a KV node without watchers only follows the head
+    for its compaction floor: a notice per put would be messages nobody needs)."""
+    if eager:
+        shell.eager.add(pid)
+    else:
+        shell.eager.discard(pid)
+
+
+def _notify_appliers(shell: _Shell, pids: list[Pid]) -> None:
+    """What was applied since the last notice goes with the news, read once for every
+    subscriber (the KV node would otherwise ask for it: a round trip per batch)."""
+    if not pids:
+        return
+    machine = shell.machine
+    notice = getattr(machine, "applied_notice", None)
+    changes = notice() if notice is not None else None
+    for pid in pids:
+        shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied, changes))
 
 
 def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None:
