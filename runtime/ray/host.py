@@ -113,6 +113,22 @@ class HostActor:
                 "labels": [p.label for p in procs], "pids": [repr(p.pid) for p in procs],
                 "received": dict(self._received.most_common(RECEIVED_KINDS))}
 
+    async def profile(self, seconds: float, top: int = 40) -> str:
+        """Profile this host's event loop (every process in it) for `seconds`: the pstats
+        table by cumulative time. For finding where a host spends its CPU (py-spy sees
+        Ray's threads too)."""
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        await asyncio.sleep(seconds)
+        prof.disable()
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+        return out.getvalue()
+
     # --- incoming traffic --------------------------------------------------------------------
 
     async def deliver(self, sender: str, first_seq: int, items: list[tuple[str, Signal]]) -> None:
