@@ -46,6 +46,7 @@ SCRATCH = "scratch"
 CHANGES_SUFFIX = ".changes.parquet"
 SPAN_WORK = 250_000  # entries of work (changes + entries of base ranges read) per span
 MAX_SPANS = 64  # as the block merge's MAX_PARTITIONS
+SPARK_THRESHOLD = 1_000_000  # entries of work from which Spark wins here (docs/branches.md)
 
 RunAll = Callable[[Sequence["SpanTask"]], list["SpanResult | BranchesError"]]
 """Runs every task (on Spark executors, or one after the other here); the outcomes in
@@ -293,6 +294,7 @@ __all__ = [
     "CHANGES_SUFFIX",
     "MAX_SPANS",
     "SCRATCH",
+    "SPARK_THRESHOLD",
     "SPAN_WORK",
     "RangeMergeRequest",
     "RangeMergeResult",

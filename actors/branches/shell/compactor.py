@@ -11,6 +11,9 @@ Failpoints `branches.compactor.after_step1|2|3` sit after each step: a crash the
 the "compactor killed at each step" of the seed's promise (the branch stays readable
 and equivalent; what the steps left behind is garbage for `gc.py`).
 ("status",) answers the counts of compactions by outcome.
+
+Merges with at least `spark.threshold` entries of work go to the cluster's Spark
+bridge, the rest run here (`merging.py`; either way the same metarange).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from sediment.actors.branches.history import NoRecorder, Recorder
 from sediment.actors.branches.metarange import MetaRangeStore
 from sediment.actors.branches.sensor import Trigger
 from sediment.actors.branches.shell.kv_process import ProcessKv
+from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.names import SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.branches.shell.recorder import ProcessRecorder
@@ -53,6 +57,7 @@ class CompactorConfig:
     sensor: str = SENSOR_NAME
     recorder: Pid | None = None  # a `recorder.collector` for history checks
     seed: int | None = None  # deterministic staging tokens on sim
+    spark: SparkPolicy = field(default_factory=SparkPolicy)  # large merges on Spark
 
     def __post_init__(self) -> None:
         if not self.kv_nodes or not all(isinstance(n, str) and n for n in self.kv_nodes):
@@ -72,8 +77,9 @@ class _Tick:
 async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
     recorder: Recorder = (NoRecorder() if config.recorder is None
                           else ProcessRecorder(ctx, config.recorder))
-    tier = Tier(ProcessKv(ctx, config.kv_nodes), ProcessEnv(ctx, config.seed),
-                MetaRangeStore(config.root, config.rule), config.tier, recorder)
+    env = ProcessEnv(ctx, config.seed)
+    tier = Tier(ProcessKv(ctx, config.kv_nodes), env, MetaRangeStore(config.root, config.rule),
+                config.tier, recorder, merger=BridgeMerger(ctx, env, config.spark))
     counts: dict[str, int] = {}
 
     async def hook(step: str) -> None:
