@@ -119,7 +119,10 @@ class Process:
             return  # a crash failpoint already ended it
         except BaseException as exc:  # noqa: BLE001 - an uncaught exception ends the process
             reason = Error.from_exception(exc)
-            _logger.error("process crashed", reason=str(reason), traceback=reason.traceback)
+            if isinstance(exc, FailpointError):  # an injected fault ended it, not a bug
+                _logger.info("process ended by a failpoint", reason=str(reason))
+            else:
+                _logger.error("process crashed", reason=str(reason), traceback=reason.traceback)
         self._finish(reason)
 
     def _finish(self, reason: Any) -> None:
@@ -485,7 +488,7 @@ class Process:
                 self._failpoints[name] = rest
             fired.append(local)
         for fp in fired:
-            _logger.warning("failpoint fired", failpoint=name, action=fp.action)
+            _logger.info("failpoint fired", failpoint=name, action=fp.action)
             if fp.notify is not None:
                 self.send(fp.notify, FailpointHit(fp.tag, name, self.pid, self.kernel.now()))
         return fired

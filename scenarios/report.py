@@ -1,5 +1,6 @@
-"""What a person sees of scenario runs: a progress bar while one runs, a summary table,
-`result.json` (+ `history.json`), and a timeline page.
+"""What a person sees of scenario runs: a summary table, `result.json` (+
+`history.json`), and a timeline page (the progress bar is `sediment/progress.py`, a
+sweep's index page `sweep_report.py`).
 
 The timeline is one self-contained HTML file (inline SVG and CSS, no script, nothing
 fetched): a lane per client with each operation as a bar from invoke to completion,
@@ -16,16 +17,15 @@ import html
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from sediment.scenarios.checkers.result import CheckResult, describe
 from sediment.scenarios.history import CLUSTER_CLIENT, FaultEvent, History, Op, WatchLog
 from sediment.scenarios.observe import ClusterView, leaders
-from sediment.scenarios.runner import Progress, ProgressFn, RunResult
+from sediment.scenarios.runner import RunResult
 
 OUTCOME_COLORS = {"ok": "#3a9a5b", "fail": "#e08a1e", "info": "#8a8f98"}
 WATCH_END_COLORS = {None: "#4a78c2", "compacted": "#9b59b6", "slow": "#c0392b",
@@ -40,33 +40,29 @@ STATUS_MARK = {"ok": "ok", "violation": "VIOLATION", "unknown": "unknown"}
 # ---- console ------------------------------------------------------------------------------
 
 
-@contextmanager
-def progress_bar(label: str, stream: TextIO | None = None,
-                 enabled: bool = True) -> Iterator[ProgressFn]:
-    """A tqdm bar over the run's seconds of traffic, with the phase and operation count."""
-    if not enabled:
-        yield lambda p: None
-        return
-    from tqdm import tqdm  # type: ignore[import-untyped]
+@dataclass(frozen=True)
+class RunSummary:
+    """What the console and a sweep's index keep of a finished run (its history and
+    samples are in its files): enough for the tables, summary.json and index.html."""
 
-    bar = tqdm(total=100, desc=label, unit="%", leave=False, file=stream,
-               bar_format="{desc} {bar} {n_fmt}% {postfix}")
-    last_ops = [0]
+    scenario: str
+    seed: int
+    backend: str
+    verdict: str
+    counts: dict[str, int]
+    checks: tuple[tuple[str, str], ...]  # (name, status)
+    wall: float
+    dir: str  # the run's report directory, relative to the sweep's
+    error: str | None = None
 
-    def update(p: Progress) -> None:
-        last_ops[0] = p.ops or last_ops[0]
-        done = 100 if p.phase == "done" else int(90 * p.t / p.duration) if p.duration else 0
-        if p.phase in ("recover", "check"):
-            done = 90 if p.phase == "recover" else 95
-        bar.n = max(bar.n, min(done, 100))
-        bar.set_postfix_str(f"{p.phase} t={p.t:.1f}s ops={last_ops[0]} {p.message}"[:60],
-                            refresh=False)
-        bar.refresh()
 
-    try:
-        yield update
-    finally:
-        bar.close()
+def summarize(r: RunResult | RunSummary, run_dir: str = "") -> RunSummary:
+    if isinstance(r, RunSummary):
+        return r
+    return RunSummary(r.scenario.name, r.seed, r.backend, r.verdict, counts(r.history),
+                      tuple((c.name, c.status) for c in r.checks),
+                      r.timings.get("wall", 0.0), run_dir or f"{r.scenario.name}/seed-{r.seed}",
+                      r.error)
 
 
 def counts(history: History) -> dict[str, int]:
@@ -81,26 +77,31 @@ def counts(history: History) -> dict[str, int]:
             "hit": sum(1 for f in history.faults if f.detail.get("hit"))}
 
 
-def summary_table(results: Sequence[RunResult]) -> str:
+def summary_table(results: Sequence[RunResult | RunSummary]) -> str:
     """One row per run: verdict, operation outcomes, watches, faults, the triggered
     faults that landed inside their moment (`hit`), each check."""
+    runs = [summarize(r) for r in results]
     names: list[str] = []
-    for r in results:
-        for c in r.checks:
-            if c.name not in names:
-                names.append(c.name)
+    for r in runs:
+        for name, _ in r.checks:
+            if name not in names:
+                names.append(name)
     head = ["scenario", "seed", "backend", "verdict", "ok/fail/info", "watches", "faults",
             "hit", "secs", *names]
     rows = [head]
-    for r in results:
-        n = counts(r.history)
-        by_name = {c.name: STATUS_MARK[c.status] for c in r.checks}
-        rows.append([r.scenario.name, str(r.seed), r.backend, r.verdict.upper(),
+    for r in runs:
+        n = r.counts
+        by_name = {name: STATUS_MARK[status] for name, status in r.checks}
+        rows.append([r.scenario, str(r.seed), r.backend, r.verdict.upper(),
                      f"{n['ok']}/{n['fail']}/{n['info']}", str(n["watches"]),
                      str(n["faults"]), f"{n['hit']}/{n['triggered']}" if n["triggered"] else "-",
-                     f"{r.timings.get('wall', 0.0):.1f}",
-                     *(by_name.get(x, "-") for x in names)])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+                     f"{r.wall:.1f}", *(by_name.get(x, "-") for x in names)])
+    return text_table(rows)
+
+
+def text_table(rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns, a rule under the first row."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -166,17 +167,17 @@ def write_run(r: RunResult, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
-def write_summary(results: Sequence[RunResult], out_dir: str | Path) -> Path:
+def write_summary(results: Sequence[RunResult | RunSummary], out_dir: str | Path) -> Path:
+    runs = [summarize(r) for r in results]
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     path = d / "summary.json"
     path.write_text(json.dumps({
-        "runs": [{"scenario": r.scenario.name, "seed": r.seed, "backend": r.backend,
-                  "verdict": r.verdict, "dir": f"{r.scenario.name}/seed-{r.seed}"}
-                 for r in results],
-        "passed": sum(r.verdict == "pass" for r in results),
-        "failed": sum(r.verdict == "fail" for r in results),
-        "unknown": sum(r.verdict == "unknown" for r in results),
+        "runs": [{"scenario": r.scenario, "seed": r.seed, "backend": r.backend,
+                  "verdict": r.verdict, "dir": r.dir} for r in runs],
+        "passed": sum(r.verdict == "pass" for r in runs),
+        "failed": sum(r.verdict == "fail" for r in runs),
+        "unknown": sum(r.verdict == "unknown" for r in runs),
     }, indent=2) + "\n")
     return path
 
@@ -441,5 +442,5 @@ def _fault_bands(svg: _Svg, faults: Sequence[FaultEvent], top: int) -> None:
                 f'{_e(f"{f.action} {where}"[:30])}</text>')
 
 
-__all__ = ["counts", "failure_text", "progress_bar", "result_dict", "summary_table",
-           "timeline_html", "write_run", "write_summary"]
+__all__ = ["RunSummary", "counts", "failure_text", "result_dict", "summarize", "summary_table",
+           "text_table", "timeline_html", "write_run", "write_summary"]

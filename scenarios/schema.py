@@ -18,7 +18,7 @@ pure: no clock, no cluster, no filesystem beyond reading the file.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -86,6 +86,20 @@ class ScenarioError(ValueError):
         super().__init__(f"{where}: {path}: {message}")
         self.source, self.path, self.message = source, path, message
         self.line, self.column = line, column
+
+
+class ScenarioErrors(ScenarioError):
+    """Several scenarios are invalid (a directory's files): `errors`, one per problem,
+    in file order; the message lists them all, one per line."""
+
+    def __init__(self, errors: Sequence[ScenarioError]) -> None:
+        first = errors[0]
+        super().__init__(first.source, first.path, first.message, first.line, first.column)
+        self.errors = tuple(errors)
+        self.args = ("\n".join(str(e) for e in self.errors),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 # ---- the scenario ----------------------------------------------------------------------
@@ -347,18 +361,30 @@ def load_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scenario:
 
 
 def load_dir(path: str | Path) -> list[Scenario]:
-    """Every *.yaml (and *.yml) file of a directory, by file name; names must differ."""
+    """Every *.yaml (and *.yml) file of a directory, by file name; names must differ.
+    Every bad file is reported: one raises its ScenarioError, several ScenarioErrors."""
     d = Path(path)
     if not d.is_dir():
         raise ScenarioError(str(d), "scenario", "not a directory")
     out: list[Scenario] = []
+    errors: list[ScenarioError] = []
     seen: dict[str, str] = {}
     for f in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
-        s = load(f)
+        try:
+            s = load(f)
+        except ScenarioError as err:
+            errors.append(err)
+            continue
         if s.name in seen:
-            raise ScenarioError(f.name, "name", f"{s.name!r} is also the name in {seen[s.name]}")
+            errors.append(ScenarioError(f.name, "name",
+                                        f"{s.name!r} is also the name in {seen[s.name]}"))
+            continue
         seen[s.name] = f.name
         out.append(s)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ScenarioErrors(errors)
     return out
 
 
@@ -368,6 +394,6 @@ __all__ = [
     "ClockSkew", "Cluster", "CompactAt", "Compactions", "Delay", "Drop", "Fault",
     "FaultAction", "Heal", "KillNode", "KillProcess", "Mix", "Partition", "PauseProcess",
     "ProcessTarget", "RestartNode", "RestartProcess", "ResumeProcess", "Scenario",
-    "ScenarioError", "Settings", "TRIGGERS", "Traffic", "Trigger", "WatcherSpec", "When",
-    "load", "load_dict", "load_dir", "loads",
+    "ScenarioError", "ScenarioErrors", "Settings", "TRIGGERS", "Traffic", "Trigger",
+    "WatcherSpec", "When", "load", "load_dict", "load_dir", "loads",
 ]

@@ -164,6 +164,16 @@ def _got(v: object) -> str:
     return f"a {type(v).__name__}"
 
 
+def did_you_mean(v: object, choices: Sequence[str]) -> str:
+    """" (did you mean 'x'?)" for a string close to one of `choices`, else ""."""
+    if not isinstance(v, str):
+        return ""
+    close = difflib.get_close_matches(v, choices, n=1, cutoff=0.6)
+    if not close:  # a case slip ("Leader") is close at any length
+        close = [c for c in choices if c.lower() == v.lower()][:1]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 T = TypeVar("T")
 
 
@@ -188,10 +198,8 @@ class _Validator:
             if not isinstance(k, str):
                 self.fail(path, f"keys must be strings, got {_got(k)}")
             if k not in known:
-                close = difflib.get_close_matches(k, known, n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                self.fail((*path, k), f"unknown key{hint}; known: {', '.join(known)}",
-                          key=True)
+                self.fail((*path, k), f"unknown key{did_you_mean(k, known)}; known: "
+                          f"{', '.join(known)}", key=True)
         for k in required:
             if k not in v:
                 self.fail((*path, k), "is required")
@@ -225,7 +233,8 @@ class _Validator:
 
     def choice(self, v: object, path: Path_, choices: Sequence[str]) -> str:
         if not isinstance(v, str) or v not in choices:
-            self.fail(path, f"must be one of {', '.join(choices)}, got {_got(v)}")
+            self.fail(path, f"must be one of {', '.join(choices)}, got {_got(v)}"
+                      f"{did_you_mean(v, choices)}")
         return v
 
     def items(self, v: object, path: Path_, most: int, *, empty: bool = True) -> list[Any]:
@@ -529,7 +538,8 @@ class _Validator:
     def node_ref(self, v: object, path: Path_, roles: Sequence[str]) -> str:
         allowed = (*self.nodes, *roles)
         if not isinstance(v, str) or v not in allowed:
-            self.fail(path, f"must be one of {', '.join(allowed)}, got {_got(v)}")
+            self.fail(path, f"must be one of {', '.join(allowed)}, got {_got(v)}"
+                      f"{did_you_mean(v, allowed)}")
         return v
 
     def target(self, args: Mapping[str, Any], path: Path_) -> ProcessTarget:
@@ -628,4 +638,4 @@ _ARGS: dict[str, tuple[str, ...]] = {
 }
 
 
-__all__ = ["parse_data", "parse_text", "show_path"]
+__all__ = ["did_you_mean", "parse_data", "parse_text", "show_path"]

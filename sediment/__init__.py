@@ -1,12 +1,55 @@
-"""Sediment: a distributed, compaction-aware store built as Erlang-style processes on Ray."""
+"""Sediment: a distributed, compaction-aware store built as Erlang-style processes on Ray.
+
+The public face:
+
+    from sediment import Cluster              # the KV cluster, driven from Python
+    from sediment.runtime import start, ...   # processes, for code that runs on the runtime
+
+`Cluster.start(nodes=3, backend="sim" | "ray")` starts a KV cluster (etcd's MVCC
+semantics, watches, watch-aware compaction) and `cluster.client()` talks to it; the
+request errors a client raises (`KvError` and the etcd ones below) are here too.
+A network client, `sediment.connect(address)` over the etcd gRPC API, comes with that
+API: it is not built yet. These names are imported on first use, so `import sediment`
+stays light (the command line reads only the version).
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("sediment")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+# name -> the module that defines it (one place to update when a module moves)
+_PUBLIC = {
+    "Cluster": "sediment.actors.kv.cluster",
+    "KvError": "sediment.actors.kv.errors",
+    "ErrCompacted": "sediment.actors.kv.errors",
+    "ErrFutureRev": "sediment.actors.kv.errors",
+    "InvalidRequest": "sediment.actors.kv.errors",
+}
+
+if TYPE_CHECKING:
+    from sediment.actors.kv.cluster import Cluster
+    from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, InvalidRequest, KvError
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sediment' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])
+
+
+__all__ = ["Cluster", "ErrCompacted", "ErrFutureRev", "InvalidRequest", "KvError",
+           "__version__"]

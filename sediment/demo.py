@@ -16,11 +16,12 @@ logical node, printing each restart as it happens and the tree after each step.
 from __future__ import annotations
 
 import argparse
-import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from sediment import log
+from sediment import cli_args, log
 from sediment.runtime import api
 from sediment.runtime.gen_server import GenServer, serve
 from sediment.runtime.messages import Call
@@ -100,49 +101,55 @@ def wait_for_restart(rt: api.Runtime, sup: Pid, child: str, old: Pid, t0: float,
 HEADLINE = "primary-killed-in-notice"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="sediment demo",
-        description=f"The headline scenario ({HEADLINE}) with its report; --kv runs the KV "
-                    "demo (watch-aware compaction, the leader killed), --supervision the "
-                    "supervision-tree demo.")
-    parser.add_argument("--backend", choices=api.BACKENDS, default="ray")
-    parser.add_argument("--seed", type=int, default=0, help="the scenario's seed")
+def build_parser() -> argparse.ArgumentParser:
+    parser = cli_args.parser(
+        "sediment demo",
+        f"The headline scenario ({HEADLINE}) with its report; --kv runs the KV demo "
+        "(watch-aware compaction, the leader killed), --supervision the supervision-tree "
+        "demo. The processes' logs go to a file (named at the end); the console shows "
+        "what each demo shows.")
+    parser.add_argument("--backend", choices=api.BACKENDS, default="ray",
+                        help="ray: an embedded local Ray (or RAY_ADDRESS); sim: the "
+                             "deterministic simulator, in seconds")
+    parser.add_argument("--seed", type=cli_args.int_at_least(0), default=0,
+                        help="the headline scenario's seed")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="report directory (default sediment-runs/demo-<time>)")
+                        help="report directory (default: sediment-runs/demo-<time>)")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--kv", action="store_true", help="the KV demo")
+    which.add_argument("--kv", action="store_true", help="the KV demo instead")
     which.add_argument("--supervision", action="store_true",
-                       help="the supervision-tree demo (restarts after ray.kill)")
-    args = parser.parse_args(argv)
-    quiet = "SEDIMENT_LOG_LEVEL" not in os.environ
-    if args.supervision:
-        if quiet:
-            log.configure(level="warning")  # the demo narrates; logs only for trouble
-        return supervision_demo(args.backend)
-    if quiet:  # the kills these demos make log as errors
-        log.configure(level="critical")
-    if args.kv:
-        from sediment import kv_demo
+                       help="the supervision-tree demo instead (restarts after ray.kill)")
+    return parser
 
-        return kv_demo.run(args.backend)
-    return headline_scenario(args.backend, args.seed, args.out)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.kv and not args.supervision:
+        return headline_scenario(args.backend, args.seed, args.out)
+    logs = Path(tempfile.mkdtemp(prefix="sediment-demo-")) / "demo.log"
+    with log.file_sink(logs, capture_processes=True):
+        if args.supervision:
+            code = supervision_demo(args.backend)
+        else:
+            from sediment import kv_demo
+
+            code = kv_demo.run(args.backend, data_dir=str(logs.parent / "data"))
+    print(f"logs: {logs}")
+    return code
 
 
 def headline_scenario(backend: str, seed: int, out: str | None) -> int:
     """`sediment run` of the headline library scenario: progress, summary, report."""
-    from pathlib import Path
-
     from sediment import cli, scenarios
 
     path = Path(scenarios.__file__).parent / "library" / f"{HEADLINE}.yaml"
     out = out or f"sediment-runs/demo-{time.strftime('%Y%m%d-%H%M%S')}"
     proves = [line.removeprefix("#").strip() for line in path.read_text().splitlines()
               if line.startswith("#")]
-    print(f"{HEADLINE} on {backend}, seed {seed}:\n  " + "\n  ".join(proves) + "\n")
-    level = [] if "SEDIMENT_LOG_LEVEL" in os.environ else ["--log-level", "critical"]
-    return cli.main([*level, "run", str(path), "--backend", backend, "--seed", str(seed),
-                     "--out", out])
+    print(f"{HEADLINE} on {backend}, seed {seed}:\n  " + "\n  ".join(proves) + "\n",
+          flush=True)
+    return cli.main(["run", str(path), "--backend", backend, "--seed", str(seed), "--out",
+                     out, "--each"])
 
 
 def supervision_demo(backend: str) -> int:

@@ -130,19 +130,30 @@ def run_cli(*args: str, timeout: float = 120,
 
 @pytest.mark.slow
 def test_run_writes_the_report_and_exits_0(tmp_path: Path) -> None:
+    """A default sim run at the default console level: its table and the report path,
+    nothing else, on stdout; nothing on stderr; the run's logs in its run.log."""
     scenario = tmp_path / "small.yaml"
     scenario.write_text(SMALL_SCENARIO)
     out = tmp_path / "out"
-    result = run_cli("run", str(scenario), "--out", str(out), "--seed", "3")
+    env = {k: v for k, v in sim_env().items() if k != "SEDIMENT_LOG_LEVEL"}
+    result = run_cli("run", str(scenario), "--out", str(out), "--seed", "3", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "cli-small seed 3: PASS" in result.stdout
-    assert f"report: {out}" in result.stdout
+    assert result.stderr == ""
+    header, rule, row, blank, where = result.stdout.splitlines()
+    assert header.split()[:4] == ["scenario", "seed", "backend", "verdict"]
+    assert set(rule) <= {"-", " "}
+    assert row.split()[:4] == ["cli-small", "3", "sim", "PASS"]
+    assert (blank, where) == ("", f"report: {out / 'index.html'}")
     run_dir = out / "cli-small" / "seed-3"
     verdict = json.loads((run_dir / "result.json").read_text())
     assert verdict["verdict"] == "pass" and verdict["seed"] == 3
     assert verdict["python_hash_seed"] == "0"
     assert "<svg" in (run_dir / "timeline.html").read_text()
     assert json.loads((out / "summary.json").read_text())["passed"] == 1
+    assert 'href="cli-small/seed-3/timeline.html"' in (out / "index.html").read_text()
+    logs = (run_dir / "run.log").read_text()
+    assert "raft server up" in logs and "kv node up" in logs  # the processes' info lines
+    assert "fault" in logs and "kill_node" in logs  # the driver's
     assert not (run_dir / "data").exists()  # a passing run's cluster files are removed
 
 
@@ -238,3 +249,146 @@ def test_start_keeps_a_cluster_up_and_status_shows_it(tmp_path: Path) -> None:
             start.kill()
     after = run_cli("status", "--data-dir", str(data))
     assert after.returncode == 1 and "not running" in after.stdout
+
+
+# ---- help, version, errors for people --------------------------------------------------
+
+
+def _subparsers(parser: Any) -> dict[str, Any]:
+    import argparse
+
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _option_helps(parser: Any) -> dict[str, str]:
+    """Each option's help as printed (defaults expanded), by its first flag."""
+    formatter = parser._get_formatter()
+    return {a.option_strings[0]: formatter._expand_help(a) for a in parser._actions
+            if a.option_strings and a.option_strings[0] not in ("-h", "--version")}
+
+
+def test_every_option_of_every_command_has_help_with_its_default() -> None:
+    parser = cli.build_parser()
+    parsers = {"sediment": parser}
+    for name, sub in _subparsers(parser).items():
+        if name != "demo":  # demo parses its own options (next test)
+            parsers[f"sediment {name}"] = sub
+    from sediment import demo
+
+    parsers["sediment demo"] = demo.build_parser()
+    for prog, p in parsers.items():
+        for flag, text in _option_helps(p).items():
+            assert "default" in text, f"{prog} {flag}: {text!r}"
+    sub_helps = {a.dest: a.help for a in _subparsers(parser)["run"]._actions}
+    assert sub_helps["paths"]
+    for action in next(a for a in parser._actions if a.dest == "command")._choices_actions:
+        assert action.help, action.dest
+
+
+@pytest.mark.parametrize("command", ["", "run", "start", "status", "version", "demo"])
+def test_help_shows_the_defaults(command: str) -> None:
+    result = run(*([command] if command else []), "--help")
+    assert result.returncode == 0, result.stderr
+    assert "(default:" in result.stdout and "usage: sediment" in result.stdout
+
+
+def test_version_flag() -> None:
+    result = run("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"sediment {sediment.__version__}")
+
+
+def test_a_bad_log_level_in_the_environment_is_one_line() -> None:
+    env = dict(os.environ, SEDIMENT_LOG_LEVEL="loud")
+    result = subprocess.run([sys.executable, "-m", "sediment", "version"], capture_output=True,
+                            text=True, timeout=60, cwd=ROOT, env=env)
+    assert result.returncode == 2
+    assert result.stderr == ("sediment: SEDIMENT_LOG_LEVEL must be one of debug, info, "
+                             "warning, error, critical, got 'loud'\n")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "x.yaml", "--seed", "x"], "argument --seed: must be an integer >= 0, got 'x'"),
+    (["run", "x.yaml", "--seeds", "0"], "argument --seeds: must be an integer >= 1, got 0"),
+    (["start", "--for", "soon"], "argument --for: must be a number of seconds, got 'soon'"),
+    (["start", "--compaction-interval", "-1"], "must be a number of seconds > 0, got '-1'"),
+])
+def test_bad_option_values_read_well(args: list[str], message: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "_non_negative" not in err and "invalid" not in err
+
+
+def test_an_unexpected_error_is_one_line_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sediment import sweep
+
+    def broken(args: Any) -> int:
+        raise RuntimeError("the disk is on fire")
+
+    monkeypatch.setattr(sweep, "cmd_run", broken)
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    monkeypatch.delenv("SEDIMENT_LOG_LEVEL", raising=False)
+    assert cli.main(["run", "x.yaml"]) == 4
+    err = capsys.readouterr().err
+    assert err == ("sediment: unexpected error: RuntimeError: the disk is on fire "
+                   "(`sediment --log-level debug ...` shows where)\n")
+    with pytest.raises(RuntimeError):  # at debug level the traceback shows
+        cli.main(["--log-level", "debug", "run", "x.yaml"])
+
+
+def test_every_bad_file_of_a_directory_is_reported(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.yaml").write_text("name: a\nduration: 5\ntraffic: {clinets: 3}\n")
+    (tmp_path / "b.yaml").write_text("name: b\nduration: 5\n")
+    (tmp_path / "c.yaml").write_text("name: c\nduration: 5\nbackends: [sin]\n")
+    (tmp_path / "d.yaml").write_text("name: b\nduration: 5\n")
+    out = tmp_path / "out"
+    assert cli.main(["run", str(tmp_path), "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "sediment: a.yaml:3:11: traffic.clinets: unknown key (did you mean 'clients'?); "
+        "known: clients, rate, keys, mix, value_size, watchers, compactions",
+        "sediment: c.yaml:3:12: backends[0]: must be one of sim, ray, got 'sin' "
+        "(did you mean 'sim'?)",
+        "sediment: d.yaml: name: 'b' is also the name in b.yaml",
+    ]
+    assert not out.exists()
+
+
+# ---- the demos on the simulator ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_headline_demo_on_sim_prints_its_story_table_and_report(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    env = {k: v for k, v in sim_env().items() if k != "SEDIMENT_LOG_LEVEL"}
+    result = run_cli("demo", "--backend", "sim", "--out", str(out), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("primary-killed-in-notice on sim, seed 0:\n  Proves:")
+    assert "primary-killed-in-notice seed 0: PASS" in result.stdout
+    assert result.stdout.endswith(f"report: {out / 'index.html'}\n")
+    assert (out / "primary-killed-in-notice" / "seed-0" / "run.log").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["--kv", "--supervision"])
+def test_the_other_demos_on_sim_keep_their_logs_in_a_file(which: str) -> None:
+    env = {k: v for k, v in sim_env().items() if k != "SEDIMENT_LOG_LEVEL"}
+    result = run_cli("demo", "--backend", "sim", which, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""  # the kills' crash reports went to the file
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("logs: ")
+    logs = Path(last.removeprefix("logs: "))
+    try:
+        assert "supervisor report" in logs.read_text()
+    finally:
+        import shutil
+
+        shutil.rmtree(logs.parent, ignore_errors=True)

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -207,3 +208,102 @@ def test_cli_log_format_flag_sets_format_and_environment(
     assert json.loads(capsys.readouterr().err.splitlines()[-1])["event"] == "via cli"
     monkeypatch.delenv(log.FORMAT_ENV)
     monkeypatch.delenv(log.LEVEL_ENV)
+
+
+# ---- destinations: a run's file, the console through a progress bar --------------------
+
+
+def test_file_sink_takes_its_level_and_the_console_keeps_its_own(
+    stream: io.StringIO, tmp_path: Path
+) -> None:
+    log.configure("console", "warning", stream=stream)
+    logger = log.get_logger("t")
+    with log.file_sink(tmp_path / "run" / "run.log", "info") as path:
+        logger.debug("too low for both")
+        logger.info("file only")
+        logger.warning("both")
+    logger.warning("after the sink closed")
+    in_file = path.read_text()
+    assert "file only" in in_file and "both" in in_file and "too low" not in in_file
+    assert "after the sink" not in in_file
+    console = stream.getvalue()
+    assert "file only" not in console and "both" in console and "after the sink" in console
+
+
+def test_captured_process_lines_go_to_the_file_only(stream: io.StringIO, tmp_path: Path) -> None:
+    log.configure("console", "warning", stream=stream)
+    logger = log.get_logger("t")
+    with log.file_sink(tmp_path / "run.log", capture_processes=True) as path:
+        with log.bound_process("n1", "kv-node"):
+            logger.error("process crashed", traceback="Traceback (most recent call last)")
+        logger.error("driver trouble", traceback="Traceback: the driver's")
+    in_file = path.read_text()
+    assert "process crashed" in in_file and "Traceback (most recent call last)" in in_file
+    assert "Traceback: the driver's" in in_file  # the traceback, printed as is
+    console = stream.getvalue()
+    assert "process crashed" not in console
+    assert "driver trouble" in console and "Traceback" not in console
+    assert f"traceback_in={path}" in console  # where to find it
+
+
+def test_file_sink_in_json_writes_json(stream: io.StringIO, tmp_path: Path) -> None:
+    log.configure("json", "error", stream=stream)
+    with log.file_sink(tmp_path / "run.log") as path:
+        log.get_logger().info("hello", n=1)
+    (line,) = (json.loads(x) for x in path.read_text().splitlines())
+    assert (line["event"], line["n"]) == ("hello", 1)
+    assert stream.getvalue() == ""
+
+
+def test_console_writer_receives_console_lines(stream: io.StringIO) -> None:
+    log.configure("console", "info", stream=stream)
+    seen: list[str] = []
+    with log.console_writer(seen.append):
+        log.get_logger().info("through the bar")
+    log.get_logger().info("to the stream")
+    assert len(seen) == 1 and "through the bar" in seen[0] and not seen[0].endswith("\n")
+    assert "to the stream" in stream.getvalue() and "through the bar" not in stream.getvalue()
+
+
+def test_a_bad_setting_is_a_log_config_error_for_people(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(log.LEVEL_ENV, "loud")
+    with pytest.raises(log.LogConfigError) as err:
+        log.check_environment()
+    assert str(err.value) == ("SEDIMENT_LOG_LEVEL must be one of debug, info, warning, error, "
+                              "critical, got 'loud'")
+    with pytest.raises(log.LogConfigError, match="the log level must be one of"):
+        log.configure(level="verbose")
+
+
+def test_a_bad_environment_does_not_break_imports(tmp_path: Path) -> None:
+    env = dict(os.environ, SEDIMENT_LOG_LEVEL="loud", SEDIMENT_LOG_FORMAT="xml")
+    code = "from sediment.log import get_logger; get_logger('x').warning('still here')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert result.returncode == 0 and "still here" in result.stderr
+
+
+def test_injected_faults_log_at_info_and_real_crashes_at_error(stream: io.StringIO) -> None:
+    """A failpoint firing, and a process ended by a `raise` failpoint, are the test's
+    doing: info, no traceback. An uncaught exception of process code is an error."""
+    from sediment.runtime import api
+
+    async def waits_at_a_failpoint(ctx: object) -> None:
+        await ctx.failpoint("t.point")  # type: ignore[attr-defined]
+
+    async def raises(ctx: object) -> None:
+        raise RuntimeError("a bug")
+
+    log.configure("json", "info", stream=stream)
+    with api.start("sim", seed=1, nodes=("n1",)) as rt:
+        rt.arm_failpoint_everywhere("t.point", "raise")
+        rt.spawn(waits_at_a_failpoint, node="n1")
+        rt.spawn(raises, node="n1")
+        rt.sleep(0.1)
+    lines = {line["event"]: line for line in json_lines(stream)}
+    assert lines["failpoint fired"]["level"] == "info"
+    ended = lines["process ended by a failpoint"]
+    assert ended["level"] == "info" and "traceback" not in ended
+    assert "t.point" in str(ended["reason"])
+    crashed = lines["process crashed"]
+    assert crashed["level"] == "error" and "RuntimeError: a bug" in str(crashed["traceback"])

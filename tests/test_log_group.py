@@ -127,6 +127,12 @@ def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> 
     latest: dict[str, int] = {}
     put_mixed(rt, spec, 0, 60, keys, latest)  # segments with holes
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
+
+    def snapshotted() -> bool:  # the log workers write snapshots beside the servers' loops
+        return all(v is not None and v["snapshot_index"] >= 30 and v["segments"]
+                   for v in status(rt, spec).values())
+
+    assert eventually(rt, snapshotted, timeout=30), status(rt, spec)
     views = status(rt, spec)
     for view in views.values():
         assert view["snapshot_index"] >= 30 and view["live_indexes"] <= len(latest)

@@ -170,6 +170,11 @@ BAD: list[tuple[str, str]] = [
     ("backends: [sim, ray, sim]\n", "3:11: backends: at most 2 items, got 3"),
     ("backends: [sim, sim]\n", "3:17: backends[1]: 'sim' is listed twice"),
     ("backends: [spark]\n", "3:12: backends[0]: must be one of sim, ray, got 'spark'"),
+    ("backends: [Ray]\n", "3:12: backends[0]: must be one of sim, ray, got 'Ray' (did you "
+     "mean 'ray'?)"),
+    ("checks: [linearisable]\n", "3:10: checks[0]: must be one of linearizable, "
+     "watch_guarantees, no_lost_writes, compaction_safe, revisions_monotonic, got "
+     "'linearisable' (did you mean 'linearizable'?)"),
     ("backends: []\n", "3:11: backends: must not be empty"),
     ("cluster: {nodes: 10}\n", "3:18: cluster.nodes: must be an integer in [1, 9], got 10"),
     ("cluster: {nodes: [n1, N2]}\n", "3:23: cluster.nodes[1]: must be a node name (a-z, 0-9, "
@@ -207,7 +212,7 @@ BAD: list[tuple[str, str]] = [
     ("traffic:\n  watchers:\n    - {pause_at: 40}\n", "5:18: traffic.watchers[0].pause_at: "
      "must be a number >= 0 and <= 30, got 40"),
     ("traffic:\n  watchers:\n    - {filters: [no_put, no_get]}\n", "5:26: traffic.watchers[0]"
-     ".filters[1]: must be one of no_put, no_delete, got 'no_get'"),
+     ".filters[1]: must be one of no_put, no_delete, got 'no_get' (did you mean 'no_put'?)"),
     ("traffic:\n  compactions: {ahead: 3}\n", "4:16: traffic.compactions.every: is required"),
     ("traffic:\n  compactions: {every: 0}\n", "4:24: traffic.compactions.every: must be a "
      "number >= 0.01 and <= 30, got 0"),
@@ -233,6 +238,13 @@ BAD: list[tuple[str, str]] = [
      "be after at (5), got 5"),
     ("faults:\n  - {at: 1, kill_node: {node: n7}}\n", "4:31: faults[0].kill_node.node: must "
      "be one of n1, n2, n3, leader, follower, got 'n7'"),
+    ("faults:\n  - {at: 1, kill_node: {node: N1}}\n", "4:31: faults[0].kill_node.node: must "
+     "be one of n1, n2, n3, leader, follower, got 'N1' (did you mean 'n1'?)"),
+    ("faults:\n  - {at: 1, kill_node: {node: leadr}}\n", "4:31: faults[0].kill_node.node: "
+     "must be one of n1, n2, n3, leader, follower, got 'leadr' (did you mean 'leader'?)"),
+    ("faults:\n  - {at: 1, kill_process: {role: log-worker}}\n", "4:34: faults[0]."
+     "kill_process.role: must be one of leader, follower, coordinator, kv_node, watcher, wal, "
+     "segment_writer, log_worker, got 'log-worker' (did you mean 'log_worker'?)"),
     ("faults:\n  - {at: 1, kill_node: }\n", "4:23: faults[0].kill_node.node: is required"),
     ("faults:\n  - {at: 1, kill_process: {role: boss}}\n", "4:34: faults[0].kill_process."
      "role: must be one of leader, follower, coordinator, kv_node, watcher, wal, "
@@ -316,6 +328,18 @@ def test_load_dir(tmp_path: Path) -> None:
         schema.load_dir(tmp_path)
     with pytest.raises(ScenarioError, match="not a directory"):
         schema.load_dir(tmp_path / "b.yaml")
+
+
+def test_load_dir_reports_every_bad_file(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("name: a\nduration: -1\n")
+    (tmp_path / "b.yaml").write_text("name: b\nduration: 2\n")
+    (tmp_path / "c.yaml").write_text("name: c\nduraton: 2\n")
+    with pytest.raises(schema.ScenarioErrors) as err:
+        schema.load_dir(tmp_path)
+    assert [(e.source, e.path) for e in err.value.errors] == [("a.yaml", "duration"),
+                                                             ("c.yaml", "duraton")]
+    assert str(err.value).splitlines() == [str(e) for e in err.value.errors]
+    assert isinstance(err.value, ScenarioError)  # callers that catch one catch all
 
 
 def test_the_library_readme_example_is_valid() -> None:

@@ -149,6 +149,9 @@ class HostActor:
         kernel = self.kernel or await self._kernel()
         proc = kernel.procs.get(dest_id)
         if proc is None or not proc.alive:
+            # the request's number must still be used up, or the driver's stream to this
+            # host would wait for it forever
+            kernel.accept(sender, seq, [(dest_id, MessageSignal(None))])
             return "exit", NOPROC
         ref, fut = proc.pending_call()
         kernel.accept(sender, seq, [(dest_id, MessageSignal(Call(CallRef(proc.pid, ref),

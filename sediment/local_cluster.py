@@ -1,0 +1,169 @@
+"""`sediment start` and `sediment status`: a local KV cluster that stays up, and a look
+at it from another shell.
+
+``start`` writes ``<data dir>/sediment-cluster.json`` (backend, nodes, its own pid, the
+Ray address, the log file) and rewrites it every second with what every member reports
+(role, leader, term, commit, head, compaction revisions, admission floor, watches,
+segments, snapshot). ``status --data-dir D`` reads that file and says whether the
+``start`` process is still alive; nothing else has to join the cluster. The cluster's
+processes log to ``<data dir>/sediment.log``; the console keeps the command's own lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sediment import log
+
+STATE_FILE = "sediment-cluster.json"
+LOG_FILE = "sediment.log"
+DEFAULT_DATA_DIR = "sediment-data"
+STATUS_EVERY = 1.0  # seconds between two rewrites of the state file
+EXIT_OK, EXIT_DOWN, EXIT_USAGE = 0, 1, 2
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _members(rt: Any, nodes: tuple[str, ...]) -> list[dict[str, Any]]:
+    from sediment.scenarios import observers, runner
+
+    view = rt.run(observers.view, nodes, node=runner.CLIENT_NODE, timeout=60)
+    return [asdict(m) for m in view.members]
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with log.file_sink(data_dir / LOG_FILE, capture_processes=True):
+        return _start(args, data_dir)
+
+
+def _start(args: argparse.Namespace, data_dir: Path) -> int:
+    from sediment.actors.kv.cluster import Cluster
+    from sediment.runtime import api
+    from sediment.scenarios.runner import CLIENT_NODE
+
+    state_path = data_dir / STATE_FILE
+    nodes = tuple(f"n{i}" for i in range(1, args.nodes + 1))
+    print(f"starting {len(nodes)} nodes on {args.backend} in {data_dir} ...", flush=True)
+    all_nodes = (CLIENT_NODE, *nodes)
+    rt = (api.start("sim", seed=0, nodes=all_nodes, trace=False) if args.backend == "sim"
+          else api.start("ray", nodes=all_nodes))
+    state: dict[str, Any] = {
+        "format": 1, "backend": args.backend, "nodes": list(nodes), "pid": os.getpid(),
+        "data_dir": str(data_dir), "started_at": _now_iso(), "running": True,
+        "ray_address": _ray_address() if args.backend == "ray" else None,
+        "log": str(data_dir / LOG_FILE),
+    }
+    try:
+        cluster = Cluster.start(nodes, data_dir=str(data_dir / "kv"), runtime=rt,
+                                top_node=CLIENT_NODE,
+                                compaction_interval=args.compaction_interval)
+        state["leader"] = cluster.leader()
+        state.update(updated_at=_now_iso(), members=_members(rt, nodes))
+        _write_state(state_path, state)
+        print(f"cluster up: leader {state['leader']}; state file {state_path}")
+        print(f"  status:  sediment status --data-dir {args.data_dir}")
+        print(f"  logs:    {state['log']}")
+        if state["ray_address"]:
+            print(f"  ray:     address {state['ray_address']} (namespace sediment)")
+        print("  stop:    Ctrl-C", flush=True)
+        deadline = None if args.run_for is None else time.monotonic() + args.run_for
+        while deadline is None or time.monotonic() < deadline:
+            if args.backend == "sim":  # virtual time keeps pace with the wall clock
+                rt.sleep(STATUS_EVERY)
+            time.sleep(STATUS_EVERY if args.backend == "ray" else 0.05)
+            members = _members(rt, nodes)
+            leaders = {m["leader"] for m in members if m["up"] and m["role"] == "leader"}
+            state.update(updated_at=_now_iso(), members=members,
+                         leader=next(iter(leaders)) if len(leaders) == 1 else None)
+            _write_state(state_path, state)
+    except KeyboardInterrupt:
+        print("\nstopping ...", flush=True)
+    finally:
+        state.update(running=False, updated_at=_now_iso())
+        _write_state(state_path, state)
+        rt.shutdown()
+    print("stopped")
+    return EXIT_OK
+
+
+def _ray_address() -> str | None:
+    try:
+        import ray
+
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # noqa: BLE001 - only informative
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+STATUS_COLUMNS = (("node", "node"), ("up", "up"), ("role", "role"), ("leader", "leader"),
+                  ("term", "term"), ("commit", "commit"), ("applied", "applied"),
+                  ("head", "head"), ("compact", "compact_revision"),
+                  ("finished", "finished_compact_revision"), ("floor", "floor"),
+                  ("watches", "watches"), ("segments", "segments"),
+                  ("snapshot", "snapshot_index"))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    path = Path(args.data_dir) / STATE_FILE
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError:
+        print(f"sediment: no cluster state in {path}: start one with `sediment start "
+              f"--data-dir {args.data_dir}`", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, ValueError) as exc:
+        print(f"sediment: cannot read {path}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(state, dict) or state.get("format") != 1:
+        print(f"sediment: {path} is not a sediment cluster state file", file=sys.stderr)
+        return EXIT_USAGE
+    running = bool(state.get("running")) and _alive(int(state.get("pid", 0)))
+    if args.json:
+        print(json.dumps({**state, "running": running}, indent=2))
+        return EXIT_OK
+    print(f"cluster in {state.get('data_dir')} on {state.get('backend')}: "
+          f"{'running' if running else 'not running'} (pid {state.get('pid')}, "
+          f"updated {state.get('updated_at')})")
+    print(f"leader: {state.get('leader') or 'none'}; group kv over "
+          f"{', '.join(state.get('nodes', []))}")
+    rows = [[title for title, _ in STATUS_COLUMNS]]
+    for m in state.get("members", []):
+        rows.append(["-" if m.get(key) is None else str(m.get(key))
+                     for _, key in STATUS_COLUMNS])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    if state.get("log"):
+        print(f"logs: {state['log']}")
+    return EXIT_OK if running else EXIT_DOWN
+
+
+__all__ = ["DEFAULT_DATA_DIR", "LOG_FILE", "STATE_FILE", "cmd_start", "cmd_status"]

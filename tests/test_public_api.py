@@ -1,0 +1,49 @@
+"""The public face: `from sediment import Cluster` and `sediment.runtime` for process
+code, with no deep imports; `import sediment` stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import sediment
+import sediment.runtime as runtime
+
+
+def test_cluster_and_its_errors_come_from_the_top() -> None:
+    from sediment.actors.kv import errors
+    from sediment.actors.kv.cluster import Cluster
+
+    assert sediment.Cluster is Cluster
+    assert sediment.ErrCompacted is errors.ErrCompacted
+    assert issubclass(sediment.ErrCompacted, sediment.KvError)
+    assert {"Cluster", "ErrCompacted", "KvError"} <= set(dir(sediment))
+
+
+def test_connect_is_not_there_yet() -> None:
+    """The network client comes with the etcd gRPC API; no stub stands in for it."""
+    with pytest.raises(AttributeError, match="connect"):
+        sediment.connect  # noqa: B018
+
+
+def test_importing_sediment_imports_no_cluster() -> None:
+    code = ("import sys, sediment; print(sediment.__version__); "
+            "print(any(m.startswith(('sediment.actors', 'sediment.runtime', 'ray')) "
+            "for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == [sediment.__version__, "False"]
+
+
+def test_the_runtime_exports_what_process_code_needs() -> None:
+    from sediment.runtime import api, errors, messages, process, reasons
+
+    assert runtime.start is api.start
+    assert runtime.Process is process.Process
+    assert (runtime.Call, runtime.Down, runtime.Exit) == (messages.Call, messages.Down,
+                                                          messages.Exit)
+    assert runtime.NoProc is errors.NoProc and runtime.KILLED == reasons.KILLED
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None, name
