@@ -222,15 +222,26 @@ class Store:
 
     # ---------------------------------------------------------------- reading --
 
-    def _live_rows(self, key: bytes, range_end: bytes | None, at: int) -> list[Any]:
-        """Rows of the keys that exist at revision `at`, by key."""
+    def _live_rows(self, key: bytes, range_end: bytes | None, at: int,
+                   limit: int = 0) -> list[Any]:
+        """Rows of the keys that exist at revision `at`, by key (the first `limit`; 0: all)."""
         where, args = _bounds(key, range_end)
         sql = (
             f"SELECT {_COLS} FROM records r WHERE {where} AND r.deleted = 0 AND r.revision = "
             "(SELECT MAX(m.revision) FROM records m WHERE m.key = r.key AND m.revision <= ?) "
-            "ORDER BY r.key"
+            "ORDER BY r.key" + (" LIMIT ?" if limit else "")
         )
-        return self._db.execute(sql, (*args, at)).fetchall()
+        return self._db.execute(sql, (*args, at, *((limit,) if limit else ()))).fetchall()
+
+    def _count_live(self, key: bytes, range_end: bytes | None, at: int) -> int:
+        """How many keys exist at revision `at` (SQLite's MAX() takes `deleted` from the
+        row with the greatest revision: one pass over the key index)."""
+        where, args = _bounds(key, range_end)
+        sql = (
+            "SELECT COUNT(*) FROM (SELECT deleted, MAX(revision) FROM records "
+            f"WHERE {where} AND revision <= ? GROUP BY key) WHERE deleted = 0"
+        )
+        return int(self._db.execute(sql, (*args, at)).fetchone()[0])
 
     def _latest(self, key: bytes, at: int) -> Any | None:
         return self._db.execute(
@@ -243,14 +254,18 @@ class Store:
         return self._range_rows(r, at, header)[0]
 
     def _range_rows(self, r: Range, at: int, header: int) -> tuple[RangeResult, list[Any]]:
-        """The Range answer and the rows behind its kvs (a compacted value is NULL there)."""
-        rows = self._live_rows(r.key, r.range_end, at)
-        count = len(rows)
+        """The Range answer and the rows behind its kvs (a compacted value is NULL there).
+        With a limit only limit + 1 rows are read; the count of a range with more is a
+        COUNT in SQLite (reading every row here made each page of a large range cost the
+        whole range)."""
         if r.count_only:
-            return RangeResult([], count, False, header), []
+            return RangeResult([], self._count_live(r.key, r.range_end, at), False, header), []
+        rows = self._live_rows(r.key, r.range_end, at, limit=r.limit + 1 if r.limit else 0)
+        count = len(rows)
         more = bool(r.limit) and count > r.limit
         if more:
             rows = rows[: r.limit]
+            count = self._count_live(r.key, r.range_end, at)
         kvs = [_kv(row) for row in rows]
         if r.keys_only:
             kvs = [replace(kv, value=b"") for kv in kvs]
