@@ -117,7 +117,7 @@ def run_merge(tmp_path: Path, policy: SparkPolicy, spark: LocalSpark | None,
 
 def work_of(tmp_path: Path) -> int:
     store, base, changes = prepared(tmp_path / "work")
-    return sm.merge_size(store.ranges(R, base), [p for p, _ in changes])
+    return sm.base_read(store.ranges(R, base), [p for p, _ in changes])
 
 
 def test_a_merge_at_the_threshold_runs_on_the_bridge(tmp_path: Path) -> None:

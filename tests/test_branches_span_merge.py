@@ -74,7 +74,7 @@ def test_the_span_merge_writes_the_in_process_merge_files(tmp_path: Path, seed: 
     assert list(store.iterate(R, mine)) == list(other.iterate(R, want))
 
 
-def test_merge_size_counts_changes_and_the_ranges_they_touch(tmp_path: Path) -> None:
+def test_merge_size_and_the_spark_rule_count_the_ranges_changes_touch(tmp_path: Path) -> None:
     store = MetaRangeStore(str(tmp_path), SplitRule(4, 10, 1 << 30))
     content = {f"k{i:03d}": e(str(i)) for i in range(100)}
     base = store.ranges(R, store.apply(R, store.empty(R), sorted(content.items()))[0])
@@ -83,6 +83,12 @@ def test_merge_size_counts_changes_and_the_ranges_they_touch(tmp_path: Path) -> 
     assert sm.merge_size(base, ["a", "z"]) == 2  # outside every range: no range read
     assert sm.merge_size(base, ["k000", "k001", "k055"]) == 3 + 10 + 10
     assert sm.merge_size(base, ["k009x"]) == 1  # between two ranges
+    assert sm.base_read(base, ["k000", "k001", "k055"]) == 20
+    assert sm.spark_pays(base, ["k000", "k055"], threshold=20)
+    assert not sm.spark_pays(base, ["k000", "k055"], threshold=21)  # reads too little
+    many = [f"k{i:03d}" for i in range(0, 20)] + ["k019x"]  # 21 changes for 20 read
+    assert not sm.spark_pays(base, many, threshold=1)  # more changes than half the read
+    assert sm.spark_pays(base, many[::3], threshold=1)  # 7 changes for 20 read
     assert sm.span_count(0, 2) == 2 and sm.span_count(10 * sm.SPAN_WORK, 1) == 10
     assert sm.span_count(10**12, 4) == sm.MAX_SPANS
 
@@ -102,9 +108,9 @@ def test_sized_merge_picks_by_the_work(tmp_path: Path) -> None:
     content = {f"k{i:03d}": e(str(i)) for i in range(100)}
     base, _ = store.apply(R, store.empty(R), sorted(content.items()))
     large, small = Counting(), Counting()
-    store.merge = SizedMerge(large, threshold=21, small=small)
-    store.apply(R, base, [("k000", None), ("k055", None)])  # 2 + 20: large
-    store.apply(R, base, [("k000", None)])  # 1 + 10: small
+    store.merge = SizedMerge(large, threshold=20, small=small)
+    store.apply(R, base, [("k000", None), ("k055", None)])  # reads 20: large
+    store.apply(R, base, [("k000", None)])  # reads 10: small
     assert (large.calls, small.calls) == (1, 1)
     with pytest.raises(ValueError):
         SizedMerge(large, threshold=-1)

@@ -9,8 +9,8 @@ raises `CorruptRange` on its first read and is never cached.
 The merge that writes a metarange goes through a `MergeBackend`. `InProcessMerge`
 runs `apply.apply_changes` here; `span_merge.SpanMerge` and `spark_merge.SparkMerge`
 run the same merge cut into spans (`spans.py`: the same files, byte for byte);
-`SizedMerge` picks one of two by the merge's size (`span_merge.merge_size`) against a
-threshold measured on this machine (docs/branches.md).
+`SizedMerge` picks one of two by the merge's shape (`span_merge.spark_pays`: the base
+entries it reads against a threshold measured on this machine, docs/branches.md).
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ class InProcessMerge:
 
 
 class SizedMerge:
-    """`small` (default in-process) for merges below `threshold` entries of work,
-    `large` at or above it."""
+    """`large` for merges `span_merge.spark_pays` sends to Spark (at least `threshold`
+    base entries read, at most half as many changes), `small` (default in-process) for
+    the rest."""
 
     def __init__(self, large: MergeBackend, threshold: int,
                  small: MergeBackend | None = None) -> None:
@@ -60,11 +61,11 @@ class SizedMerge:
 
     def apply(self, store: MetaRangeStore, repo: str, base_id: str,
               changes: Iterable[Record]) -> tuple[str, ApplyStats]:
-        from sediment.actors.branches.span_merge import merge_size
+        from sediment.actors.branches.span_merge import spark_pays
 
         listed = list(changes)
-        size = merge_size(store.ranges(repo, base_id), [p for p, _ in listed])
-        backend = self.large if size >= self.threshold else self.small
+        large = spark_pays(store.ranges(repo, base_id), [p for p, _ in listed], self.threshold)
+        backend = self.large if large else self.small
         return backend.apply(store, repo, base_id, listed)
 
 

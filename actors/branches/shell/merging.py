@@ -1,10 +1,10 @@
 """The compactor process's merger: small merges here, large ones on the cluster's Spark
 session through the Spark bridge process (`actors/spark/bridge.py`, "merge_ranges").
 
-A merge goes to Spark when its work (`span_merge.merge_size`: changes plus the entries
-of the base ranges they fall in) is at least `threshold`, measured on this machine as
-where Spark starts to win (docs/branches.md), and a bridge is registered. The changes
-go to the bridge as a scratch file, removed after the call.
+A merge goes to Spark when `span_merge.spark_pays` says so (it reads at least
+`threshold` base entries, measured on this machine as where Spark starts to win, and
+has at most half as many changes: docs/branches.md) and a bridge is registered. The
+changes go to the bridge as a scratch file, removed after the call.
 
 Spark is an accelerator, not a dependency: when the bridge is missing, refuses (busy,
 stopping), times out or Spark fails the job (a lost executor, a cancelled job), the
@@ -35,8 +35,9 @@ _logger = log.get_logger("sediment.branches.merging")
 
 @dataclass(frozen=True)
 class SparkPolicy:
-    """When a compaction's merge goes to the Spark bridge: at `threshold` entries of
-    work or more (None: never), each call bounded by `timeout` seconds."""
+    """When a compaction's merge goes to the Spark bridge: reading `threshold` base
+    entries or more (`span_merge.spark_pays`; None: never), each call bounded by
+    `timeout` seconds."""
 
     threshold: int | None = sm.SPARK_THRESHOLD
     timeout: float = 600.0
@@ -63,8 +64,9 @@ class BridgeMerger:
         threshold = self.policy.threshold
         if threshold is not None:
             base = await self.env.blocking(store.ranges, repo, base_id)
-            work = sm.merge_size(base, [p for p, _ in changes])
-            if work >= threshold:
+            paths = [p for p, _ in changes]
+            work = sm.merge_size(base, paths)
+            if sm.spark_pays(base, paths, threshold):
                 done = await self._on_spark(store, repo, base_id, changes, work)
                 if done is not None:
                     return done
