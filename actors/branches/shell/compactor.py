@@ -12,8 +12,12 @@ the "compactor killed at each step" of the seed's promise (the branch stays read
 and equivalent; what the steps left behind is garbage for `gc.py`).
 ("status",) answers the counts of compactions by outcome.
 
-Merges with at least `spark.threshold` entries of work go to the cluster's Spark
+Merges that read at least `spark.threshold` base entries go to the cluster's Spark
 bridge, the rest run here (`merging.py`; either way the same metarange).
+
+On start it lists the branches and schedules an unforced compaction of every branch
+holding sealed tokens (`recovery.py`: what a compaction killed after step 1 left,
+e.g. by a move of the services to a new KV leader), run on the tick once due.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from dataclasses import dataclass, field
 
 from sediment import log
 from sediment.actors.branches import compactor as cp
+from sediment.actors.branches import recovery as rc
 from sediment.actors.branches.apply import SplitRule
+from sediment.actors.branches.branch import Branch
 from sediment.actors.branches.errors import BranchesError
 from sediment.actors.branches.history import NoRecorder, Recorder
 from sediment.actors.branches.metarange import MetaRangeStore
@@ -96,12 +102,18 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
                      tokens=len(done.started.sealed_tokens), seconds=round(done.seconds, 3))
         return done
 
+    pending = await _recoveries(tier)
+    if pending:
+        _logger.info("compactions to redo", branches=len(pending))
     ctx.send_after(config.poll_interval, ctx.self(), _Tick())
     while True:
         msg = await ctx.receive()
         if isinstance(msg, _Tick) or msg == WORK:
             if isinstance(msg, _Tick):
                 ctx.send_after(config.poll_interval, ctx.self(), _Tick())
+                ready, pending = rc.due(pending, ctx.now())
+                for r in ready:
+                    await run(r.repo, r.branch, force=False)
             for _ in range(MAX_TAKES):
                 trigger = await _take(ctx, config.sensor)
                 if trigger is None:
@@ -114,11 +126,25 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
             ok = isinstance(result, cp.Compaction)
             ctx.reply(msg.from_, ("ok", result) if ok else ("error", result))
         elif isinstance(msg, Call) and msg.request == ("status",):
-            ctx.reply(msg.from_, {"counts": dict(counts)})
+            ctx.reply(msg.from_, {"counts": dict(counts), "recoveries": len(pending)})
         elif isinstance(msg, Call):
             ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
         else:
             _logger.warning("compactor got an unexpected message", message=repr(msg)[:200])
+
+
+async def _recoveries(tier: Tier) -> list[rc.Recovery]:
+    """The compactions to redo (a KV that does not answer: none, logged)."""
+    found: list[tuple[str, str, Branch]] = []
+    try:
+        for repo in await tier.refs.list_repos():
+            for name, b in await tier.refs.list_branches(repo):
+                found.append((repo, name, b))
+    except (BranchesError, KvError, CallError) as err:
+        _logger.warning("could not list branches to redo their compactions",
+                        error=f"{type(err).__name__}: {err}"[:200])
+        return []
+    return rc.recoveries(found, tier.env.now(), tier.config.compaction_interval)
 
 
 async def _take(ctx: Process, sensor: str) -> Trigger | None:
