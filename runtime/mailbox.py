@@ -81,6 +81,24 @@ class Mailbox:
         self._cursor = len(items)
         return False, None
 
+    def take_all(self, matcher: Matcher, limit: int) -> list[Any]:
+        """Remove and return (oldest first) up to `limit` messages accepted by `matcher`,
+        in one pass: a shell that batches what is waiting (raft proposals) pays for one
+        scan, not one per message."""
+        taken: list[Any] = []
+        if limit <= 0 or not self._items:
+            return taken
+        kept: deque[Any] = deque()
+        for msg in self._items:
+            if len(taken) < limit and matcher(msg):
+                taken.append(msg)
+            else:
+                kept.append(msg)
+        if taken:
+            self._items = kept
+            self._cursor = 0
+        return taken
+
     def _pop(self, i: int) -> Any:
         items = self._items
         if i == 0:

@@ -285,6 +285,14 @@ class Process:
             if waiter.result() is _TIMED_OUT:
                 raise ReceiveTimeout()
 
+    def receive_all(self, match: Any, limit: int) -> list[Any]:
+        """Take every message accepted by `match` already in the mailbox (up to `limit`,
+        oldest first) without waiting: how a shell batches what piled up while it worked."""
+        matcher = compile_match(match)
+        if matcher is None or not self.alive or self._suspended is not None:
+            return []
+        return list(self._mailbox.take_all(matcher, limit))
+
     async def call(self, dest: Pid | str, request: Any,
                    timeout: float | None = DEFAULT_CALL_TIMEOUT) -> Any:
         """gen_server:call. Raises CallTimeout, NoProc or CallExit; late replies are dropped."""

@@ -1,8 +1,10 @@
 """From what a run's processes reported to the history the checkers judge (pure).
 
-Sediment gives every request a raft log entry and numbers a write's revision by the
-entry's index, so the committed log the run read (`observers.log_tail`) places every
-operation:
+Sediment gives every request a raft log entry, so the committed log the run read
+(`observers.log_tail`) places every operation; an operation carries two numbers, the
+raft index of its entry (`Op.index`: its place in the log, which this module matches)
+and the etcd revisions of its answer (what the replay of the log in index order gives
+each write):
 
 - an operation that got an answer carries its index already;
 - an indeterminate one (`info`) whose request is in the log gets that entry's index, an
@@ -28,12 +30,12 @@ not read any more. Times become seconds since the traffic started (`t0`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sediment.actors.kv.types import Compact, DeleteRange, Event, Put, Range, RangeResult, Txn
-from sediment.scenarios.checkers.kv_model import KvModel
+from sediment.scenarios.checkers.kv_model import KvModel, UnknownWrite
 from sediment.scenarios.checkers.watch_guarantees import log_events
 from sediment.scenarios.history import (
     CLUSTER_CLIENT,
@@ -139,15 +141,17 @@ def _writes(request: Any) -> set[Any]:
     return out
 
 
-def place_by_observation(ops: list[OpRecord], unknown: Sequence[int],
+def place_by_observation(ops: list[OpRecord], unknown: Mapping[int, int],
                          watches: Sequence[WatchLog]) -> list[OpRecord]:
-    """Give an indeterminate write the revision clients saw its effect at, for entries
-    the tail could not read (a unique value names its write)."""
+    """Give an indeterminate write the entry clients saw its effect in, for entries the
+    tail could not read but whose revision a member knew (`unknown`: raft index ->
+    revision): clients saw the effect at that revision (a unique value names its
+    write)."""
     seen = _observed(ops, watches)
     out = list(ops)
     taken = {op.index for op in ops if op.index is not None}
-    for index in unknown:
-        marks = seen.get(index)
+    for index, revision in sorted(unknown.items()):
+        marks = seen.get(revision)
         if not marks or index in taken:
             continue
         for i, op in enumerate(out):
@@ -173,15 +177,27 @@ def _compact_start(revision: int, seen: float, samples: Sequence[ClusterView]) -
     return start
 
 
+def _replayable(entries: dict[int, Any]) -> list[tuple[int, Any]]:
+    """(index, request) in log order for the model: the known requests, and an
+    UnknownWrite for an unread entry a member mapped to a revision (an unread entry that
+    wrote nothing, or that nobody mapped, is left out)."""
+    out: list[tuple[int, Any]] = []
+    for index in sorted(entries):
+        command = entries[index]
+        if isinstance(command, REQUEST_TYPES):
+            out.append((index, command))
+        elif isinstance(command, Missing) and command.revision is not None:
+            out.append((index, UnknownWrite()))
+    return out
+
+
 def _replayed(entries: dict[int, Any]) -> dict[int, Any]:
     """What the model answers at each index of the log (answered in index order)."""
     model = KvModel()
     state = model.initial()
     out = {}
-    for index in sorted(entries):
-        command = entries[index]
-        if isinstance(command, REQUEST_TYPES):
-            state, out[index] = model.apply(state, command, index)
+    for index, command in _replayable(entries):
+        state, out[index] = model.apply(state, command, index)
     return out
 
 
@@ -197,13 +213,17 @@ def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
         if op.index is not None and (op.index not in known or isinstance(known[op.index],
                                                                           Missing)):
             known[op.index] = op.request
-    unread = sorted(i for i, c in known.items() if isinstance(c, Missing))
+    unread = {i: c.revision for i, c in known.items()
+              if isinstance(c, Missing) and c.revision is not None}
     if unread:
         ops = place_by_observation(ops, unread, dump.watches)
         for op in ops:
             if op.index in unread:
                 known[op.index] = op.request
-    unknown = tuple(sorted(i for i, c in known.items() if isinstance(c, Missing)))
+    # unread entries: one that a member said wrote nothing is no doubt; the others are
+    # (unmapped: even the numbering of the revisions after it is a guess)
+    unknown = tuple(sorted(i for i, c in known.items() if isinstance(c, Missing)
+                           and not (c.mapped and c.revision is None)))
     replay = _replayed(known)
     samples = tuple(replace(s, t=_shift(s.t, t0)) for s in dump.samples)
     extra: list[OpRecord] = []
@@ -239,8 +259,8 @@ def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
         _replay_watch(rec, w, t0)
     for f in faults:
         rec.fault(f.t, f.action, **dict(f.detail))
-    events, _ = log_events([(i, c) for i, c in known.items() if isinstance(c, REQUEST_TYPES)])
-    head = max(known, default=0)  # a watch's header is the committed index, not a write's
+    # the head revision (what a watch's header says), replayed as etcd numbers it
+    events, head = log_events(_replayable(known))
     final_result = final.result if final is not None and isinstance(
         final.result, RangeResult) else None
     return Assembled(rec.history(), events, head, final_result, samples, tuple(notes),

@@ -109,8 +109,9 @@ class Op:
     """One client operation. `complete_t` is None while in flight and for an `info`
     operation that never came back; an `info` op may still carry the time the client gave
     up (checkers ignore it: an indeterminate op completes at +inf). `index`: the raft log
-    index of the request's entry when known (Sediment numbers a write's revision by it;
-    None for a store that does not, or when the entry is unknown). `client` is
+    index of the request's entry when known (its place in Sediment's log; the revisions
+    in `result` are etcd's, numbered apart from it; None for a store without such a log,
+    or when the entry is unknown). `client` is
     CLUSTER_CLIENT for what the cluster did on its own (the compaction coordinator's
     Compacts, read from the log)."""
 

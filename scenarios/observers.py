@@ -113,7 +113,26 @@ async def _read_entry(ctx: Process, index: int,
             continue
         if stored is not None and not isinstance(stored, tuple):
             return Entry(index, from_stored(stored).command, ctx.now())
-    return Entry(index, Missing(), ctx.now())
+    return Entry(index, await _revision_of(ctx, index, members), ctx.now())
+
+
+async def _revision_of(ctx: Process, index: int,
+                       members: list[observe.MemberView]) -> Missing:
+    """What a member that applied entry `index` says it wrote: its revision, or none
+    (every member keeps the whole revision <-> raft index map)."""
+    for m in members:
+        if m.applied < index:
+            continue
+        try:
+            reply = await ctx.call(raft_name(KV_GROUP, m.node),
+                                   ("query", ("revisions", index, index)),
+                                   timeout=STATUS_TIMEOUT)
+        except CallError:
+            continue
+        found = reply[1] if isinstance(reply, tuple) and reply[:1] == ("ok",) else reply
+        if isinstance(found, list):
+            return Missing(found[0][0] if found else None, mapped=True)
+    return Missing()
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,12 @@ class OpRecord:
 
 @dataclass(frozen=True)
 class Missing:
-    """A committed entry no member held in memory any more when the tail got to it."""
+    """A committed entry no member held in memory any more when the tail got to it.
+    `mapped`: a member that had applied it said which revision it wrote (`revision`,
+    None: it wrote none), so the revisions after it are still numbered right."""
+
+    revision: int | None = None
+    mapped: bool = False
 
 
 @dataclass(frozen=True)

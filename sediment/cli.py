@@ -11,9 +11,9 @@ to the environment, so processes started from here (local Ray workers inherit th
 driver's environment) log the same way.
 
 Errors are one line on stderr, never a traceback: bad input (or a path that cannot be
-read or written) exits 2, an unexpected error exits 4 (``--log-level debug`` shows its traceback), Ctrl-C exits 130. Exit codes
-of ``run``: 0 every run passed, 1 a violation (or a run that failed), 3 undecided (a
-check answered unknown, nothing violated).
+read or written) exits 2, an unexpected error exits 4 (``--log-level debug`` shows its
+traceback), Ctrl-C exits 130. Exit codes of ``run``: 0 every run passed, 1 a violation
+(or a run that failed), 3 undecided (a check answered unknown, nothing violated).
 """
 
 from __future__ import annotations

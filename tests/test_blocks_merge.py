@@ -182,7 +182,7 @@ def test_blocks_match_the_kv_stores_value_only_compaction(
             else:
                 store.put(key, value)
         flushed = [Row(r[0], bytes(r[1]), None if r[6] else bytes(r[2])) for r in store.rows()]
-        if store.head == 0:
+        if store.head == 1:  # nothing written (etcd: the empty store is revision 1)
             return
         c = data.draw(st.integers(1, store.head), label="compaction revision")
         store.compact(c)
@@ -448,11 +448,14 @@ def test_history_reads_answer_revisions_the_hot_store_compacted(tmp_path: Path) 
                 store.delete_range(key)
             else:
                 store.put(key, value)
-        flushed = [Row(r[0], bytes(r[1]), None if r[6] else bytes(r[2])) for r in store.rows()]
-        expected_at_4 = [(kv.key, kv.value) for kv in store.range(b"a", ALL_KEYS, revision=4).kvs]
-        store.compact(6)
+        # the store numbers from 2 (etcd: the empty store is revision 1): the rows are
+        # relabelled one lower, so the blocks below hold revisions 1..7
+        flushed = [Row(r[0] - 1, bytes(r[1]), None if r[6] else bytes(r[2]))
+                   for r in store.rows()]
+        expected_at_4 = [(kv.key, kv.value) for kv in store.range(b"a", ALL_KEYS, revision=5).kvs]
+        store.compact(7)
         with pytest.raises(ErrCompacted):
-            store.range(b"a", ALL_KEYS, revision=4)
+            store.range(b"a", ALL_KEYS, revision=5)
     root = str(tmp_path / "blocks")
     l0 = [blk.write_level0(root, 0, flushed[:4], 1.0), blk.write_level0(root, 0, flushed[4:], 2.0)]
     job = _job(l0, token=9, revision=3)

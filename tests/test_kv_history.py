@@ -82,46 +82,48 @@ def test_skeletons_filled_from_the_flushed_rows_answer_as_before_compaction(
 
 def test_a_skeleton_knows_which_values_are_gone(tmp_path: Path) -> None:
     with Store(tmp_path / "kv.sqlite") as store:
-        store.put(b"a", b"1")  # 1
-        store.put(b"b", b"1")  # 2
-        store.put(b"a", b"2")  # 3
-        store.delete_range(b"b")  # 4
-        store.put(b"a", b"3")  # 5
-        store.compact(4)
-        skeleton = store.range_skeleton(Range(b"a", revision=2))
-        assert skeleton.missing == (0,) and hist.range_needs(skeleton) == {(b"a", 1)}
+        store.put(b"a", b"1")  # 2
+        store.put(b"b", b"1")  # 3
+        store.put(b"a", b"2")  # 4
+        store.delete_range(b"b")  # 5
+        store.put(b"a", b"3")  # 6
+        store.compact(5)
+        skeleton = store.range_skeleton(Range(b"a", revision=3))
+        assert skeleton.missing == (0,) and hist.range_needs(skeleton) == {(b"a", 2)}
         assert skeleton.result.kvs[0].value == b""  # a placeholder until filled
-        assert store.range_skeleton(Range(b"a", revision=3)).missing == ()  # latest <= 4
-        keys = store.range_skeleton(Range(b"a", ALL_KEYS, revision=2, keys_only=True))
+        assert store.range_skeleton(Range(b"a", revision=4)).missing == ()  # latest <= 5
+        keys = store.range_skeleton(Range(b"a", ALL_KEYS, revision=3, keys_only=True))
         assert keys.missing == () and [kv.key for kv in keys.result.kvs] == [b"a", b"b"]
-        counted = store.range_skeleton(Range(b"a", ALL_KEYS, revision=2, count_only=True))
+        counted = store.range_skeleton(Range(b"a", ALL_KEYS, revision=3, count_only=True))
         assert counted.missing == () and counted.result.count == 2
-        limited = store.range_skeleton(Range(b"a", ALL_KEYS, revision=2, limit=1))
+        limited = store.range_skeleton(Range(b"a", ALL_KEYS, revision=3, limit=1))
         assert limited.result.more and limited.missing == (0,)
         history = store.events_skeleton(1, b"a", ALL_KEYS)
         assert [e.kind for e in history.events] == ["put", "put", "put", "delete", "put"]
-        assert history.missing == (0, 1)  # a@1 and b@2: superseded at or below 4
-        assert hist.events_need(history) == {(b"a", 1), (b"b", 2)}
+        assert history.missing == (0, 1)  # a@2 and b@3: superseded at or below 5
+        assert hist.events_need(history) == {(b"a", 2), (b"b", 3)}
         with pytest.raises(ErrHistoryUnavailable):
-            hist.fill_events(history, {(b"a", 1): b"1"})
+            hist.fill_events(history, {(b"a", 2): b"1"})
         with pytest.raises(ErrHistoryUnavailable):  # a delete where a put should be
-            hist.fill_range(skeleton, {(b"a", 1): None})
+            hist.fill_range(skeleton, {(b"a", 2): None})
 
 
 def test_skeleton_reads_refuse_bad_and_future_revisions(tmp_path: Path) -> None:
     with Store(tmp_path / "kv.sqlite") as store:
         store.put(b"a", b"1")
-        store.put(b"a", b"2")
+        store.put(b"a", b"2")  # head 3
         with pytest.raises(ErrFutureRev):
-            store.range_skeleton(Range(b"a", revision=3))
+            store.range_skeleton(Range(b"a", revision=4))
         with pytest.raises(ErrFutureRev):
-            store.events_skeleton(3, b"a")
+            store.events_skeleton(4, b"a")
         with pytest.raises(ErrFutureRev):
-            store.events_skeleton(1, b"a", end_revision=3)
+            store.events_skeleton(1, b"a", end_revision=4)
         with pytest.raises(InvalidRequest):
             store.events_skeleton(0, b"a")
         with pytest.raises(ErrNegativeRevision):
-            store.range_skeleton(Range(b"a", revision=-1))
+            store.events_skeleton(1, b"a", end_revision=-1)
+        # etcd: a Range at a negative revision reads at head
+        assert store.range_skeleton(Range(b"a", revision=-1)).result.kvs[0].value == b"2"
         with pytest.raises(InvalidRequest):
             store.events_skeleton(1, b"")
         assert store.events_skeleton(2, b"a", end_revision=1).events == ()
@@ -129,22 +131,26 @@ def test_skeleton_reads_refuse_bad_and_future_revisions(tmp_path: Path) -> None:
 
 def test_history_rows_come_in_whole_revisions(tmp_path: Path) -> None:
     with Store(tmp_path / "kv.sqlite") as store:
-        store.put(b"a", b"1")  # 1
-        store.txn((), (Put(b"b", b"1"), Put(b"c", b"1"), Put(b"d", b"1")))  # 2: three rows
-        store.delete_range(b"a")  # 3
-        store.put(b"a", b"")  # 4: an empty value is a value
+        store.put(b"a", b"1")  # 2
+        store.txn((), (Put(b"b", b"1"), Put(b"c", b"1"), Put(b"d", b"1")))  # 3: three rows
+        store.delete_range(b"a")  # 4
+        store.put(b"a", b"")  # 5: an empty value is a value
         assert store.history_rows(1, 10) == hist.FlushRows(
-            ((1, b"a", b"1"), (2, b"b", b"1"), (2, b"c", b"1"), (2, b"d", b"1"),
-             (3, b"a", None), (4, b"a", b"")), 4, False)
-        cut = store.history_rows(1, 2)  # revision 2 would be split: stop before it
-        assert (cut.rows, cut.through, cut.more) == (((1, b"a", b"1"),), 1, True)
-        whole = store.history_rows(2, 1)  # a revision larger than the batch comes whole
-        assert [r[0] for r in whole.rows] == [2, 2, 2] and whole.through == 2 and whole.more
-        assert store.history_rows(5, 10) == hist.FlushRows((), 4, False)
-        store.compact(3)
-        assert store.history_rows(3, 10).rows[0] == (3, b"a", None)  # at C: allowed
+            ((2, b"a", b"1"), (3, b"b", b"1"), (3, b"c", b"1"), (3, b"d", b"1"),
+             (4, b"a", None), (5, b"a", b"")), 5, False)
+        cut = store.history_rows(1, 2)  # revision 3 would be split: stop before it
+        assert (cut.rows, cut.through, cut.more) == (((2, b"a", b"1"),), 2, True)
+        whole = store.history_rows(3, 1)  # a revision larger than the batch comes whole
+        assert [r[0] for r in whole.rows] == [3, 3, 3] and whole.through == 3 and whole.more
+        assert store.history_rows(6, 10) == hist.FlushRows((), 5, False)
+        # a key deleted and put again in one revision: its last change is the row
+        store.txn((), (DeleteRange(b"a", b"\0"), Put(b"b", b"2")))  # 6: etcd accepts it
+        assert store.history_rows(6, 10).rows == (
+            (6, b"a", None), (6, b"b", b"2"), (6, b"c", None), (6, b"d", None))
+        store.compact(4)
+        assert store.history_rows(4, 10).rows[0] == (4, b"a", None)  # at C: allowed
         with pytest.raises(ErrCompacted):
-            store.history_rows(2, 10)
+            store.history_rows(3, 10)
         for lo, n in ((0, 1), (1, 0), (-1, 1), (1, True)):
             with pytest.raises(InvalidRequest):
                 store.history_rows(lo, n)  # type: ignore[arg-type]
@@ -154,13 +160,13 @@ def test_the_machine_answers_the_block_tier_queries(tmp_path: Path) -> None:
     machine = NetsyMachine(str(tmp_path))
     for index, command in enumerate([Put(b"a", b"1"), Put(b"a", b"2"), DeleteRange(b"a")], 1):
         machine.apply(Entry(index, 1, 0.0, command))
-    assert machine.query(("flush_rows", 1, 10)).rows == ((1, b"a", b"1"), (2, b"a", b"2"),
-                                                         (3, b"a", None))
-    machine.store.compact(2)
-    skeleton = machine.query(("history_range", Range(b"a", revision=1)))
+    assert machine.query(("flush_rows", 1, 10)).rows == ((2, b"a", b"1"), (3, b"a", b"2"),
+                                                         (4, b"a", None))
+    machine.store.compact(3)
+    skeleton = machine.query(("history_range", Range(b"a", revision=2)))
     assert isinstance(skeleton, hist.RangeSkeleton) and skeleton.missing == (0,)
     events = machine.query(("history_events", 1, None, b"a", None))
-    assert isinstance(events, hist.EventsSkeleton) and events.head == 3
+    assert isinstance(events, hist.EventsSkeleton) and events.head == 4
     assert isinstance(machine.query(("flush_rows", 1, 10)), ErrCompacted)
     assert isinstance(machine.query(("history_events", 9, None, b"a", None)), ErrFutureRev)
     machine.close()

@@ -93,32 +93,33 @@ def m(tmp_path: Path) -> Iterator[NetsyMachine]:
 # ------------------------------------------------------------------ apply --
 
 
-def test_put_delete_range_consume_the_entry_index(m: NetsyMachine) -> None:
+def test_revisions_are_etcds_and_each_keeps_its_entry_index(m: NetsyMachine) -> None:
     res = feed(
         m,
         entries(
             [
-                Put(b"a", b"1"),  # 1
-                None,  # 2: the leader's no-op
-                Put(b"a", b"2", prev_kv=True),  # 3
-                Range(b"a"),  # 4: a read through the log
-                DeleteRange(b"a", prev_kv=True),  # 5
-                DeleteRange(b"missing"),  # 6: writes nothing
-                Put(b"a", b"3"),  # 7
+                Put(b"a", b"1"),  # entry 1: revision 2 (etcd: the empty store is 1)
+                None,  # entry 2: the leader's no-op, no revision
+                Put(b"a", b"2", prev_kv=True),  # entry 3: revision 3
+                Range(b"a"),  # entry 4: a read through the log, no revision
+                DeleteRange(b"a", prev_kv=True),  # entry 5: revision 4
+                DeleteRange(b"missing"),  # entry 6: writes nothing, no revision
+                Put(b"a", b"3"),  # entry 7: revision 5
             ]
         ),
     )
-    assert res[0] == PutResult(1)
+    assert res[0] == PutResult(2)
     assert res[1] is None
-    assert res[2] == PutResult(3, KeyValue(b"a", b"1", 1, 1, 1))
-    assert res[3] == RangeResult([KeyValue(b"a", b"2", 1, 3, 2)], 1, False, 3)
-    assert res[4] == DeleteResult(5, 1, [KeyValue(b"a", b"2", 1, 3, 2)])
-    assert res[5] == DeleteResult(5, 0, [])
-    assert res[6] == PutResult(7)
-    assert m.applied == 7 and m.store.head == 7
-    assert m.query(Range(b"a")).kvs == [KeyValue(b"a", b"3", 7, 7, 1)]
-    assert m.query(Range(b"a", revision=4)).kvs == [KeyValue(b"a", b"2", 1, 3, 2)]
-    assert m.query(Range(b"a", revision=6)).kvs == []
+    assert res[2] == PutResult(3, KeyValue(b"a", b"1", 2, 2, 1))
+    assert res[3] == RangeResult([KeyValue(b"a", b"2", 2, 3, 2)], 1, False, 3)
+    assert res[4] == DeleteResult(4, 1, [KeyValue(b"a", b"2", 2, 3, 2)])
+    assert res[5] == DeleteResult(4, 0, [])
+    assert res[6] == PutResult(5)
+    assert m.applied == 7 and m.store.head == 5
+    assert m.store.entries() == [(2, 1, None), (3, 3, None), (4, 5, None), (5, 7, None)]
+    assert m.query(Range(b"a")).kvs == [KeyValue(b"a", b"3", 5, 5, 1)]
+    assert m.query(Range(b"a", revision=3)).kvs == [KeyValue(b"a", b"2", 2, 3, 2)]
+    assert m.query(Range(b"a", revision=4)).kvs == []
 
 
 def test_txn_branches_and_a_writeless_txn_consumes_no_revision(m: NetsyMachine) -> None:
@@ -126,42 +127,42 @@ def test_txn_branches_and_a_writeless_txn_consumes_no_revision(m: NetsyMachine) 
         m,
         entries(
             [
-                Put(b"k", b"v"),  # 1
+                Put(b"k", b"v"),  # entry 1: revision 2
                 Txn(
                     (Compare(b"k", "value", "=", b"v"),),
                     (Put(b"k", b"s"), Range(b"k")),
                     (Put(b"f", b"x"),),
-                ),  # 2: success
-                Txn((Compare(b"k", "version", "=", 9),), (Put(b"no", b"1"),), (Range(b"k"),)),  # 3
-                Txn((Compare(b"k", "version", "=", 9),), (), (Put(b"f", b"y"),)),  # 4: failure
+                ),  # entry 2: success, revision 3
+                Txn((Compare(b"k", "version", "=", 9),), (Put(b"no", b"1"),), (Range(b"k"),)),
+                Txn((Compare(b"k", "version", "=", 9),), (), (Put(b"f", b"y"),)),  # failure: 4
             ]
         ),
     )
-    assert isinstance(res[1], TxnResult) and res[1].succeeded and res[1].revision == 2
-    assert res[1].responses[1].kvs == [KeyValue(b"k", b"s", 1, 2, 2)]
-    assert res[2].succeeded is False and res[2].revision == 2  # read-only: head stays
+    assert isinstance(res[1], TxnResult) and res[1].succeeded and res[1].revision == 3
+    assert res[1].responses[1].kvs == [KeyValue(b"k", b"s", 2, 3, 2)]
+    assert res[2].succeeded is False and res[2].revision == 3  # read-only: head stays
     assert res[3] == TxnResult(False, [PutResult(4)], 4)
     assert m.store.head == 4 and m.applied == 4
-    assert m.store.txn_branches() == {2: True, 4: False}
+    assert m.store.entries() == [(2, 1, None), (3, 2, "1"), (4, 4, "0")]
 
 
 def test_compact_is_logical_in_apply_and_physical_in_background(tmp_path: Path) -> None:
     m = netsy(str(tmp_path), compaction_batch=1)
-    feed(m, entries([Put(b"a", b"%d" % i) for i in range(1, 6)]))
-    res = feed(m, entries([Compact(3), Compact(3), Compact(99), Compact(2)], first=6))
-    assert res[0] == CompactResult(5)
-    assert isinstance(res[1], ErrCompacted) and res[1].compact_revision == 3
+    feed(m, entries([Put(b"a", b"%d" % i) for i in range(1, 6)]))  # revisions 2..6
+    res = feed(m, entries([Compact(4), Compact(4), Compact(99), Compact(3)], first=6))
+    assert res[0] == CompactResult(6)
+    assert isinstance(res[1], ErrCompacted) and res[1].compact_revision == 4
     assert isinstance(res[2], ErrFutureRev)
     assert isinstance(res[3], ErrCompacted)
-    assert m.query(("compaction",)) == (3, 0)  # scheduled, value pass not run in apply
+    assert m.query(("compaction",)) == (4, 0)  # scheduled, value pass not run in apply
     assert m.store.compactable_count() == 2
-    assert isinstance(m.apply(Entry(10, 1, 0.0, Range(b"a", revision=2))), ErrCompacted)
-    assert m.query(Range(b"a", revision=3)).kvs[0].value == b"3"
+    assert isinstance(m.apply(Entry(10, 1, 0.0, Range(b"a", revision=3))), ErrCompacted)
+    assert m.query(Range(b"a", revision=4)).kvs[0].value == b"3"
     assert drain(m) >= 1
     assert not m.background()
-    assert m.query(("compaction",)) == (3, 3)
+    assert m.query(("compaction",)) == (4, 4)
     assert [r[2] for r in m.store.rows()] == [None, None, b"3", b"4", b"5"]
-    assert m.applied == 10 and m.store.head == 5
+    assert m.applied == 10 and m.store.head == 6
     m.close()
 
 
@@ -172,11 +173,11 @@ BAD_COMMANDS: list[Any] = [
     Put("k", b"v"),  # type: ignore[arg-type]
     Put(b"", b"v"),
     Put(b"k", "v"),  # type: ignore[arg-type]
-    DeleteRange(b"z", b"a"),
+    DeleteRange(b"", b"a"),
     Txn(None, (), ()),  # type: ignore[arg-type]
     Txn((), (Put(b"a", b"1"), Put(b"a", b"2")), ()),
     Txn(("not a compare",), (), ()),  # type: ignore[arg-type]
-    Txn((), (Txn(),), ()),  # type: ignore[arg-type]
+    Txn((), (Txn((), ("op",)),), ()),  # type: ignore[arg-type]
     Txn((), (Put(b"a", b"1"),) * 200, ()),
     Compact("3"),  # type: ignore[arg-type]
     Compact(-1),
@@ -247,7 +248,7 @@ def test_reopen_keeps_applied_and_rows(tmp_path: Path) -> None:
     again = netsy(str(tmp_path))
     assert again.applied == 5  # the trailing no-op is persisted by close
     assert again.store.rows() == rows and again.status() == status
-    assert again.apply(Entry(6, 1, 0.0, Put(b"c", b"3"))) == PutResult(6)
+    assert again.apply(Entry(6, 1, 0.0, Put(b"c", b"3"))) == PutResult(5)
     again.close()
     again.close()  # idempotent
 
@@ -271,7 +272,7 @@ CRASH_HISTORY = [
     None,
     Txn((), (Put(b"a", b"2"), Put(b"c", b"1")), ()),
     DeleteRange(b"b"),
-    Compact(3),
+    Compact(4),
     Put(b"a", b"3"),
     Range(b"a"),
     Txn((Compare(b"a", "version", "=", 99),), (), (DeleteRange(b"a", ALL_KEYS),)),
@@ -311,13 +312,13 @@ def test_crash_keeps_applied_consistent_with_rows(tmp_path: Path) -> None:
 
 def test_pending_compaction_resumes_on_open(tmp_path: Path) -> None:
     m = netsy(str(tmp_path), compaction_batch=1)
-    feed(m, entries([Put(b"a", b"%d" % i) for i in range(6)] + [Compact(5)]))
+    feed(m, entries([Put(b"a", b"%d" % i) for i in range(6)] + [Compact(6)]))
     assert m.background()  # one batch done, more remains
     m.close()
     again = netsy(str(tmp_path), compaction_batch=1)
-    assert again.query(("compaction",)) == (5, 0)
+    assert again.query(("compaction",)) == (6, 0)
     drain(again)
-    assert again.query(("compaction",)) == (5, 5)
+    assert again.query(("compaction",)) == (6, 6)
     assert again.store.compactable_count() == 0
     again.close()
 
@@ -343,7 +344,7 @@ def test_snapshot_bytes_deterministic_and_hold_no_values(tmp_path: Path) -> None
     cmds: list[Any] = [Put(b"k%d" % (i % 3), v) for i, v in enumerate(values[:5])]
     cmds += [
         Txn((), (Put(b"t", values[5]),), (Put(b"t", values[6]),)),
-        Compact(4),
+        Compact(5),
         DeleteRange(b"k1"),
         Put(b"k2", values[7]),
     ]
@@ -352,7 +353,7 @@ def test_snapshot_bytes_deterministic_and_hold_no_values(tmp_path: Path) -> None
     feed(one, entries(cmds))
     feed(two, entries(cmds))
     drain(one)  # one has finished the value pass, two has not started it
-    assert two.store.pending_compaction == 4
+    assert two.store.pending_compaction == 5
     data, live = one.snapshot()
     assert two.snapshot() == (data, live)
     for v in values:
@@ -364,28 +365,29 @@ def test_snapshot_bytes_deterministic_and_hold_no_values(tmp_path: Path) -> None
 
 def test_live_indexes_shrink_after_compaction(tmp_path: Path) -> None:
     m = netsy(str(tmp_path), compaction_batch=3)
-    es = entries([Put(b"k%d" % (i % 2), b"%d" % i) for i in range(20)] + [None, Compact(18)])
-    feed(m, es[:-1])
+    es = entries([Put(b"k%d" % (i % 2), b"%d" % i) for i in range(20)] + [None, Compact(19)])
+    feed(m, es[:-1])  # entry i writes revision i + 1
     assert m.snapshot()[1] == list(range(1, 21))  # no compaction: every put is live
     feed(m, es[-1:])
     logical = m.snapshot()[1]  # live indexes follow the compact revision at once
     drain(m)
     _, live = m.snapshot()
-    assert live == logical == [17, 18, 19, 20]  # k0@17, k1@18, everything above 18
+    # k0@18 (entry 17), k1@19 (entry 18), everything above revision 19 (entries 19, 20)
+    assert live == logical == [17, 18, 19, 20]
     assert len(live) < len(es)
     m.close()
 
 
 def test_restore_needs_only_live_entries_and_is_atomic(tmp_path: Path) -> None:
     a = netsy(str(tmp_path / "a"))
-    es = entries([Put(b"a", b"1"), Put(b"b", b"1"), Put(b"a", b"2"), Compact(3)])
+    es = entries([Put(b"a", b"1"), Put(b"b", b"1"), Put(b"a", b"2"), Compact(4)])
     feed(a, es)
     data, live = a.snapshot()
-    assert live == [2, 3]
+    assert live == [2, 3]  # b@3 (entry 2) and a@4 (entry 3)
     b = netsy(str(tmp_path / "b"))
     feed(b, entries([Put(b"x", b"old")]))
     before = b.store.rows()
-    with pytest.raises(RestoreError, match="live entry 3 is missing"):
+    with pytest.raises(RestoreError, match="live entry 3 .revision 4. is missing"):
         b.restore(data, 4, only(es, [2]))
     assert b.store.rows() == before and b.applied == 1
     with pytest.raises(RestoreError):
@@ -524,22 +526,22 @@ def test_snapshot_restore_round_trip(history: list[Any], more: list[Any]) -> Non
 
 
 def test_queries(m: NetsyMachine) -> None:
-    feed(m, entries([Put(b"a", b"1"), Put(b"b", b"1"), DeleteRange(b"a"), Compact(2)]))
-    events = m.query(("events", 2, None, b"\0", ALL_KEYS))
+    feed(m, entries([Put(b"a", b"1"), Put(b"b", b"1"), DeleteRange(b"a"), Compact(3)]))
+    events = m.query(("events", 3, None, b"\0", ALL_KEYS))
     assert [(e.kind, e.kv.key, e.kv.mod_revision) for e in events] == [
-        ("put", b"b", 2),
-        ("delete", b"a", 3),
+        ("put", b"b", 3),
+        ("delete", b"a", 4),
     ]
-    assert len(m.query(("events", 2, 2, b"a", b"c"))) == 1
-    assert isinstance(m.query(("events", 1, None, b"a", None)), ErrCompacted)
-    assert m.query(("compaction",)) == (2, 0)
-    assert m.query(("head",)) == 3
+    assert len(m.query(("events", 3, 3, b"a", b"c"))) == 1
+    assert isinstance(m.query(("events", 2, None, b"a", None)), ErrCompacted)
+    assert m.query(("compaction",)) == (3, 0)
+    assert m.query(("head",)) == 4
     assert isinstance(m.query(("index", b"a")), ErrUnknownCommand)
     assert isinstance(m.query(Range(b"")), ErrEmptyKey)
-    assert m.query(EVERY).kvs == [KeyValue(b"b", b"1", 2, 2, 1)]
+    assert m.query(EVERY).kvs == [KeyValue(b"b", b"1", 3, 3, 1)]
     assert m.status() == {
-        "head": 3,
-        "compact_revision": 2,
+        "head": 4,
+        "compact_revision": 3,
         "finished_compact_revision": 0,
         "applied": 4,
         "keys": 1,
@@ -548,29 +550,32 @@ def test_queries(m: NetsyMachine) -> None:
 
 def test_applied_batch_reads_changes_compaction_and_head_in_one_query(m: NetsyMachine) -> None:
     feed(m, entries([Put(b"a", b"1"), Put(b"b", b"1"), Range(b"a"), DeleteRange(b"a")]))
-    batch = m.query(("applied_batch", 2, 4))
+    batch = m.query(("applied_batch", 3, 4))  # revisions: a@2 b@3 a-del@4
     assert isinstance(batch, AppliedBatch) and (batch.compact_revision, batch.head) == (0, 4)
-    assert batch.events == tuple(m.query(("events", 2, 4, b"\0", ALL_KEYS, True)))
+    assert batch.events == tuple(m.query(("events", 3, 4, b"\0", ALL_KEYS, True)))
     assert [(e.kind, e.kv.key, e.kv.mod_revision) for e in batch.events] == [
-        ("put", b"b", 2), ("delete", b"a", 4)]
-    assert batch.events[1].prev_kv == KeyValue(b"a", b"1", 1, 1, 1)
+        ("put", b"b", 3), ("delete", b"a", 4)]
+    assert batch.events[1].prev_kv == KeyValue(b"a", b"1", 2, 2, 1)
+    # no upper bound: everything from the first revision the caller has not seen
+    assert m.query(("applied_batch", 3, None)) == batch
+    assert m.query(("applied_batch", 5, None)) == AppliedBatch((), 0, 4)
 
 
 def test_a_watch_never_reads_at_or_below_the_compact_revision(m: NetsyMachine) -> None:
     """A plain read at the compact revision is allowed (etcd), but revision C has lost
     its prev values there: a watch's replay or fan-out reaching C fails as compacted, so
     the watch is canceled, never served a broken event (sim fault history, seed 41)."""
-    feed(m, entries([Put(b"a", b"1"), Put(b"a", b"2"), Put(b"b", b"1"), Compact(2)]))
+    feed(m, entries([Put(b"a", b"1"), Put(b"a", b"2"), Put(b"b", b"1"), Compact(3)]))
     drain(m)
-    at_c = m.query(("events", 2, 3, b"\0", ALL_KEYS, True))
-    assert [e.kv.mod_revision for e in at_c] == [2, 3] and at_c[0].prev_kv is None  # lost
-    refused = m.query(("watch_history", 2, 3, b"\0", ALL_KEYS, True))
-    assert isinstance(refused, ErrCompacted) and refused.compact_revision == 2
-    above = m.query(("watch_history", 3, 4, b"\0", ALL_KEYS, True))
-    assert [(e.kv.key, e.kv.mod_revision) for e in above] == [(b"b", 3)]
-    lagging = m.query(("applied_batch", 2, 4))  # a node that had not seen 2..4 yet
-    assert lagging == AppliedBatch(None, 2, 3)
-    assert m.query(("applied_batch", 3, 4)) == AppliedBatch(tuple(above), 2, 3)
+    at_c = m.query(("events", 3, 4, b"\0", ALL_KEYS, True))
+    assert [e.kv.mod_revision for e in at_c] == [3, 4] and at_c[0].prev_kv is None  # lost
+    refused = m.query(("watch_history", 3, 4, b"\0", ALL_KEYS, True))
+    assert isinstance(refused, ErrCompacted) and refused.compact_revision == 3
+    above = m.query(("watch_history", 4, 5, b"\0", ALL_KEYS, True))
+    assert [(e.kv.key, e.kv.mod_revision) for e in above] == [(b"b", 4)]
+    lagging = m.query(("applied_batch", 3, 5))  # a node that had not seen 3..5 yet
+    assert lagging == AppliedBatch(None, 3, 4)
+    assert m.query(("applied_batch", 4, 5)) == AppliedBatch(tuple(above), 3, 4)
 
 
 def test_factory_is_picklable_and_passes_options(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,7 @@ class Run:
         self.kv = self.cluster.client()
         self.kv.timeout = 60.0
         self.outcomes: list[Outcome] = []
+        self.reads: list[Outcome] = []  # linearizable reads, by the index they were served at
         self.headers: list[int] = []  # revisions the client saw, in order
         self.heads: dict[str, int] = {}  # highest head each member has reported
         self.backwards: list[str] = []
@@ -256,8 +257,12 @@ class Run:
                 self.known_compaction = max(self.known_compaction, err.compact_revision)
         except TimeoutError:
             return  # indeterminate: it may or may not be in the log
-        assert self.kv.last_index is not None
-        self.outcomes.append(Outcome(self.kv.last_index, command, result))
+        if isinstance(command, Range):  # ReadIndex: no entry, served at an applied index
+            assert self.kv.read_at is not None
+            self.reads.append(Outcome(self.kv.read_at, command, result))
+        else:
+            assert self.kv.last_index is not None
+            self.outcomes.append(Outcome(self.kv.last_index, command, result))
         if not isinstance(result, KvError):
             self.headers.append(result.revision)
         if isinstance(command, Compact) and not isinstance(result, KvError):
@@ -487,7 +492,7 @@ class Run:
     def drain(self) -> None:
         """Reopen what died, then have every session confirm with a broadcast progress at
         the final revision: its bookmark makes the checker verify that nothing is missing."""
-        head = self.final_status()["applied"]
+        head = self.final_status()["head"]  # a bookmark is a revision, not a raft index
         for _ in range(DRAIN_LIMIT):
             pending = [s for s in self.sessions if s.ended is not None or s.bookmarked < head]
             if not pending:
@@ -544,16 +549,27 @@ def _resume_at(record: WatchRecord) -> int:
 # ---- replaying the log: the truth -------------------------------------------------------
 
 
-def replay(commands: list[Any], directory: Path, compact: bool) -> tuple[NetsyMachine, list[Any]]:
-    """Apply the log to a fresh machine; results by index. Without `compact`, Compact
-    entries are skipped, so the machine keeps the whole history for the watch checker."""
+def replay(commands: list[Any], directory: Path, compact: bool,
+           reads: Sequence[Outcome] = ()) -> tuple[NetsyMachine, list[Any], list[Any]]:
+    """Apply the log to a fresh machine; results by index, then the answers of `reads`
+    (each asked of the machine once it applied through the read's index). Without
+    `compact`, Compact entries are skipped, so the machine keeps the whole history for
+    the watch checker."""
     machine = netsy(str(directory))
     results = []
+    at: dict[int, list[int]] = {}
+    for k, read in enumerate(reads):
+        at.setdefault(read.index, []).append(k)
+    answers: list[Any] = [None] * len(reads)
+    for k in at.pop(0, []):
+        answers[k] = machine.query(reads[k].command)
     for index, command in enumerate(commands, start=1):
         if isinstance(command, Compact) and not compact:
             command = None
         results.append(machine.apply(Entry(index, 1, 0.0, command)))
-    return machine, results
+        for k in at.pop(index, []):
+            answers[k] = machine.query(reads[k].command)
+    return machine, results, answers
 
 
 def run_seed(seed: int, path: Path) -> list[str]:
@@ -588,8 +604,9 @@ def check_run(run: Run, final: dict[str, Any]) -> list[str]:
     logs = {node: run.read_log(node, last) for node in NODES}
     log = logs[NODES[0]]
     problems += [f"{n}'s log differs from {NODES[0]}'s" for n in NODES if logs[n] != log]
-    exact, results = replay(log, run.path / "replay-exact", compact=True)
-    full, _ = replay(log, run.path / "replay-full", compact=False)
+    exact, results, answers = replay(log, run.path / "replay-exact", compact=True,
+                                     reads=run.reads)
+    full, _, _ = replay(log, run.path / "replay-full", compact=False)
     # every acknowledged answer is the one the log gives at its index
     for o in run.outcomes:
         if log[o.index - 1] != o.command:
@@ -597,6 +614,11 @@ def check_run(run: Run, final: dict[str, Any]) -> list[str]:
         elif norm(results[o.index - 1]) != norm(o.result):
             problems.append(f"entry {o.index} {o.command!r}: acked {o.result!r}, "
                             f"replay gives {results[o.index - 1]!r}")
+    # every linearizable read answered what the log gives where it was served
+    for o, want_read in zip(run.reads, answers, strict=True):
+        if norm(want_read) != norm(o.result):
+            problems.append(f"read {o.command!r} at {o.index}: got {o.result!r}, "
+                            f"replay gives {want_read!r}")
     if run.headers != sorted(run.headers):
         problems.append(f"client headers went backwards: {run.headers}")
     # every member ends in the replay's state
@@ -618,7 +640,7 @@ def check_run(run: Run, final: dict[str, Any]) -> list[str]:
     # the watches
     truth: list[Event] = full.store.events(1, *EVERY_KEY, prev_kv=True)
     records, compactions = watch_records(run)
-    violations: list[Violation] = check(truth, last, records, compactions)
+    violations: list[Violation] = check(truth, final["head"], records, compactions)
     problems += [str(v) for v in violations]
     problems += [f"watch {r.watch_id} failed: {r.canceled}" for r in records
                  if r.canceled is not None and r.canceled.reason == "error"]

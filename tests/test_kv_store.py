@@ -13,11 +13,9 @@ from sediment.actors.kv.errors import (
     ErrDuplicateKey,
     ErrEmptyKey,
     ErrFutureRev,
-    ErrInvalidRangeEnd,
     ErrKeyTooLarge,
     ErrNegativeRevision,
     ErrRequestTooLarge,
-    ErrRevisionNotAfterHead,
     ErrTooManyOps,
     ErrValueTooLarge,
     KvError,
@@ -32,6 +30,8 @@ from sediment.actors.kv.types import (
     PutResult,
     Range,
     RangeResult,
+    Txn,
+    TxnResult,
 )
 from sediment.actors.kv.validation import Limits
 
@@ -51,24 +51,24 @@ def keys(res: RangeResult) -> list[bytes]:
 
 
 def test_put_assigns_revisions_versions_and_create_revision(store: Store) -> None:
-    assert store.head == 0
-    assert store.put(b"a", b"1").revision == 1
-    assert store.put(b"b", b"1").revision == 2
-    assert store.put(b"a", b"2").revision == 3
-    assert store.get(b"a") == KeyValue(b"a", b"2", create_revision=1, mod_revision=3, version=2)
-    assert store.get(b"a", revision=1) == KeyValue(b"a", b"1", 1, 1, 1)
-    assert store.get(b"a", revision=2) == KeyValue(b"a", b"1", 1, 1, 1)
-    assert store.head == 3
+    assert store.head == 1  # etcd: an empty store is at revision 1
+    assert store.put(b"a", b"1").revision == 2
+    assert store.put(b"b", b"1").revision == 3
+    assert store.put(b"a", b"2").revision == 4
+    assert store.get(b"a") == KeyValue(b"a", b"2", create_revision=2, mod_revision=4, version=2)
+    assert store.get(b"a", revision=2) == KeyValue(b"a", b"1", 2, 2, 1)
+    assert store.get(b"a", revision=3) == KeyValue(b"a", b"1", 2, 2, 1)
+    assert store.head == 4
     # a put after a delete starts a new generation
     store.delete_range(b"a")
     assert store.get(b"a") is None
     store.put(b"a", b"3")
-    assert store.get(b"a") == KeyValue(b"a", b"3", 5, 5, 1)
+    assert store.get(b"a") == KeyValue(b"a", b"3", 6, 6, 1)
 
 
 def test_put_prev_kv(store: Store) -> None:
     assert store.put(b"k", b"v1", prev_kv=True).prev_kv is None
-    assert store.put(b"k", b"v2", prev_kv=True).prev_kv == KeyValue(b"k", b"v1", 1, 1, 1)
+    assert store.put(b"k", b"v2", prev_kv=True).prev_kv == KeyValue(b"k", b"v1", 2, 2, 1)
     assert store.put(b"k", b"v3").prev_kv is None  # not asked for
 
 
@@ -116,7 +116,7 @@ def test_range_limit_count_only_keys_only(filled: Store) -> None:
     assert res.kvs == [] and res.count == 7
     res = filled.range(b"a", b"b", keys_only=True)
     assert [kv.value for kv in res.kvs] == [b"", b"", b""]
-    assert [kv.mod_revision for kv in res.kvs] == [1, 2, 3]
+    assert [kv.mod_revision for kv in res.kvs] == [2, 3, 4]
 
 
 def test_range_pages_of_a_large_range_count_every_live_key(store: Store) -> None:
@@ -145,23 +145,25 @@ def test_range_pages_of_a_large_range_count_every_live_key(store: Store) -> None
 
 
 def test_range_at_revisions(store: Store) -> None:
-    store.put(b"a", b"1")  # 1
-    store.put(b"b", b"1")  # 2
-    store.delete_range(b"a")  # 3
-    store.put(b"a", b"2")  # 4
+    store.put(b"a", b"1")  # 2
+    store.put(b"b", b"1")  # 3
+    store.delete_range(b"a")  # 4
+    store.put(b"a", b"2")  # 5
     expected = {
-        1: [(b"a", b"1")],
-        2: [(b"a", b"1"), (b"b", b"1")],
-        3: [(b"b", b"1")],
-        4: [(b"a", b"2"), (b"b", b"1")],
+        1: [],
+        2: [(b"a", b"1")],
+        3: [(b"a", b"1"), (b"b", b"1")],
+        4: [(b"b", b"1")],
+        5: [(b"a", b"2"), (b"b", b"1")],
         0: [(b"a", b"2"), (b"b", b"1")],
+        -1: [(b"a", b"2"), (b"b", b"1")],  # etcd: a negative revision reads at head
     }
     for rev, kvs in expected.items():
         res = store.range(b"a", ALL_KEYS, revision=rev)
         assert [(kv.key, kv.value) for kv in res.kvs] == kvs, rev
-        assert res.revision == 4  # the header is always the head
+        assert res.revision == 5  # the header is always the head
     with pytest.raises(ErrFutureRev):
-        store.range(b"a", revision=5)
+        store.range(b"a", revision=6)
 
 
 def test_delete_range_prev_kv_and_revisions(filled: Store) -> None:
@@ -182,38 +184,40 @@ def test_delete_range_prev_kv_and_revisions(filled: Store) -> None:
 
 
 def test_txn_success_and_failure_branches(store: Store) -> None:
-    store.put(b"k", b"v")  # 1
+    store.put(b"k", b"v")  # 2
     res = store.txn(
         [Compare(b"k", "value", "=", b"v")],
-        [Put(b"k", b"v2"), Put(b"j", b"x"), Range(b"k")],
+        [Range(b"k"), Put(b"k", b"v2"), Put(b"j", b"x"), Range(b"k")],
         [Put(b"fail", b"1")],
     )
-    assert res.succeeded and res.revision == 2
-    assert [type(r) for r in res.responses] == [PutResult, PutResult, RangeResult]
-    assert all(r.revision == 2 for r in res.responses)
+    assert res.succeeded and res.revision == 3
+    assert [type(r) for r in res.responses] == [RangeResult, PutResult, PutResult, RangeResult]
+    # each op is stamped with the revision at its point of the txn (etcd): a read before
+    # the first write the old head, the writes and what follows them the txn's revision
+    assert [r.revision for r in res.responses] == [2, 3, 3, 3]
     # the range inside the txn sees the txn's own earlier write
-    rng = res.responses[2]
+    rng = res.responses[3]
     assert isinstance(rng, RangeResult) and rng.kvs[0].value == b"v2"
     # one revision for the whole txn
-    assert store.get(b"j").mod_revision == 2 and store.get(b"k").mod_revision == 2
+    assert store.get(b"j").mod_revision == 3 and store.get(b"k").mod_revision == 3
     res = store.txn([Compare(b"k", "value", "=", b"v")], [Put(b"no", b"1")], [Put(b"f", b"1")])
-    assert not res.succeeded and res.revision == 3
+    assert not res.succeeded and res.revision == 4
     assert store.get(b"no") is None and store.get(b"f") is not None
 
 
 def test_read_only_txn_does_not_consume_a_revision(store: Store) -> None:
     store.put(b"k", b"v")
     res = store.txn([], [Range(b"k")], [])
-    assert res.succeeded and res.revision == 1 and store.head == 1
+    assert res.succeeded and res.revision == 2 and store.head == 2
     res = store.txn([], [DeleteRange(b"missing")], [])
-    assert res.revision == 1 and store.head == 1
+    assert res.revision == 2 and store.head == 2
 
 
 @pytest.fixture
 def cmp_store(store: Store) -> Store:
-    store.put(b"k", b"m")  # 1
-    store.put(b"other", b"x")  # 2
-    store.put(b"k", b"m")  # 3: k create 1, mod 3, version 2
+    store.put(b"k", b"m")  # 2
+    store.put(b"other", b"x")  # 3
+    store.put(b"k", b"m")  # 4: k create 2, mod 4, version 2
     return store
 
 
@@ -230,14 +234,15 @@ def cmp_store(store: Store) -> Store:
         ("version", "<", 3, True),
         ("version", ">", 1, True),
         ("version", ">", 2, False),
-        ("create_revision", "=", 1, True),
-        ("create_revision", "<", 1, False),
+        ("create_revision", "=", 2, True),
+        ("create_revision", "<", 2, False),
         ("create_revision", ">", 0, True),
-        ("create_revision", "!=", 3, True),
-        ("mod_revision", "=", 3, True),
-        ("mod_revision", "<", 3, False),
-        ("mod_revision", ">", 2, True),
-        ("mod_revision", "!=", 1, True),
+        ("create_revision", "!=", 4, True),
+        ("mod_revision", "=", 4, True),
+        ("mod_revision", "<", 4, False),
+        ("mod_revision", ">", 3, True),
+        ("mod_revision", "!=", 2, True),
+        ("lease", "=", 0, True),  # no key has a lease (leases are not implemented yet)
     ],
 )
 def test_txn_compare_targets(cmp_store: Store, target, op, value, expected) -> None:
@@ -280,67 +285,75 @@ def test_txn_compare_and_swap_retry_loop(store: Store) -> None:
 
 
 def history(store: Store) -> None:
-    store.put(b"a", b"a1")  # 1
-    store.put(b"b", b"b1")  # 2
-    store.put(b"a", b"a2")  # 3
-    store.delete_range(b"b")  # 4
-    store.put(b"a", b"a3")  # 5
-    store.put(b"c", b"c1")  # 6
+    """Revisions 2..7 (etcd: the empty store is revision 1): a@2 b@3 a@4 b-del@5 a@6
+    c@7; tests below name them by the old numbering + 1."""
+    store.put(b"a", b"a1")  # 2
+    store.put(b"b", b"b1")  # 3
+    store.put(b"a", b"a2")  # 4
+    store.delete_range(b"b")  # 5
+    store.put(b"a", b"a3")  # 6
+    store.put(b"c", b"c1")  # 7
 
 
 def test_compact_error_rules(store: Store) -> None:
+    with pytest.raises(ErrCompacted):
+        store.compact(-1)  # etcd: before any compaction the compact revision is -1
+    assert store.compact(0) == 1  # so Compact 0 on a fresh store is accepted (etcd)
+    with pytest.raises(ErrCompacted):
+        store.compact(0)  # at
     history(store)
-    with pytest.raises(ErrCompacted):
-        store.compact(0)  # at the initial compact revision 0
     with pytest.raises(ErrFutureRev):
-        store.compact(7)  # above head
-    assert store.compact(3) == 6
-    assert store.compact_revision == 3
+        store.compact(8)  # above head
+    assert store.compact(4) == 7  # the header: the head (a Compact takes no revision)
+    assert store.compact_revision == 4 and store.head == 7
     with pytest.raises(ErrCompacted):
-        store.compact(3)  # at
+        store.compact(4)  # at
     with pytest.raises(ErrCompacted):
-        store.compact(2)  # below
-    store.compact(6)  # exactly head is allowed
-    assert store.compact_revision == 6
-    with pytest.raises(ErrNegativeRevision):
-        store.compact(-1)
+        store.compact(3)  # below
+    store.compact(7)  # exactly head is allowed
+    assert store.compact_revision == 7
+    with pytest.raises(ErrCompacted):
+        store.compact(-5)  # a negative revision is below every compact revision
 
 
 def test_range_at_below_and_above_the_compact_revision(store: Store) -> None:
     history(store)
-    store.compact(3)
-    # AT the compact revision: allowed, and returns the full state at 3
-    res = store.range(b"a", ALL_KEYS, revision=3)
+    store.compact(4)
+    # AT the compact revision: allowed, and returns the full state at 4
+    res = store.range(b"a", ALL_KEYS, revision=4)
     assert [(kv.key, kv.value) for kv in res.kvs] == [(b"a", b"a2"), (b"b", b"b1")]
     with pytest.raises(ErrCompacted):
-        store.range(b"a", revision=2)
+        store.range(b"a", revision=3)
     with pytest.raises(ErrCompacted) as e:
-        store.range(b"zzz", revision=1)  # even when no returned row is compacted (Netsy flaw)
-    assert e.value.compact_revision == 3
+        store.range(b"zzz", revision=2)  # even when no returned row is compacted (Netsy flaw)
+    assert e.value.compact_revision == 4
     with pytest.raises(ErrFutureRev):
-        store.range(b"a", revision=7)
-    assert store.get(b"a", revision=4).value == b"a2"
+        store.range(b"a", revision=8)
+    assert store.get(b"a", revision=5).value == b"a2"
     assert store.get(b"a").value == b"a3"
     # a txn range below the compact revision fails the whole txn, nothing written
     with pytest.raises(ErrCompacted):
-        store.txn([], [Put(b"x", b"1"), Range(b"a", revision=2)], [])
-    assert store.get(b"x") is None and store.head == 6
+        store.txn([], [Put(b"x", b"1"), Range(b"a", revision=3)], [])
+    # etcd: in a txn (not alone) a negative revision is below the compact revision
+    with pytest.raises(ErrCompacted):
+        store.txn([], [Put(b"x", b"1"), Range(b"a", revision=-1)], [])
+    assert store.get(b"x") is None and store.head == 7
 
 
 def test_value_only_compaction_keeps_latest_values_and_nulls_tombstones(store: Store) -> None:
     history(store)
-    store.compact(4)
+    store.compact(5)
     rows = {(r[0], r[1]): r for r in store.rows()}
-    # superseded at or below 4: a@1 (by a@3); b@2 (by the tombstone at 4); tombstone b@4
-    for rev, key in [(1, b"a"), (2, b"b"), (4, b"b")]:
-        assert rows[(rev, key)][2] is None and rows[(rev, key)][7] == 4, (rev, key)
-    # a@3 is the latest at or below 4 (superseded only at 5): kept, needed to read at 4
-    assert rows[(3, b"a")][2] == b"a2" and rows[(3, b"a")][7] is None
+    # superseded at or below 5: a@2 (by a@4); b@3 (by the tombstone at 5); tombstone b@5
+    for rev, key in [(2, b"a"), (3, b"b"), (5, b"b")]:
+        assert rows[(rev, key)][2] is None and rows[(rev, key)][7] == 5, (rev, key)
+    # a@4 is the latest at or below 5 (superseded only at 6): kept, needed to read at 5
+    assert rows[(4, b"a")][2] == b"a2" and rows[(4, b"a")][7] is None
     # rows above the compaction revision are untouched
-    assert rows[(5, b"a")][7] is None and rows[(6, b"c")][7] is None
+    assert rows[(6, b"a")][7] is None and rows[(7, b"c")][7] is None
     assert len(rows) == 6  # value-only: no row removed
-    assert store.get(b"a", revision=4).value == b"a2"
-    assert store.compactions() == [(4, True)]
+    assert store.get(b"a", revision=5).value == b"a2"
+    assert store.compactions() == [(5, True)]
 
 
 @pytest.mark.parametrize(
@@ -364,13 +377,13 @@ def test_compaction_cases_are_idempotent(
             store.put(key.encode(), f"v{i}".encode())
         else:
             store.delete_range(key.encode())
-    store.compact(compact_at)
-    by_rev = {r[0]: r for r in store.rows()}
+    store.compact(compact_at + 1)  # the cases count from 1, etcd's revisions from 2
+    by_rev = {r[0] - 1: r for r in store.rows()}
     assert sorted(r for r, row in by_rev.items() if row[7] is not None) == compacted, name
     assert all(by_rev[r][2] is not None for r in kept), name
     before = store.rows()
     # re-running the pass affects 0 rows and changes nothing
-    assert store.compactable_count(compact_at) == 0
+    assert store.compactable_count(compact_at + 1) == 0
     store._finished_rev = 0  # force a re-run of the same revision
     assert store.compact_batch(1) == 0
     assert store.rows() == before
@@ -381,33 +394,33 @@ def test_compaction_in_batches_with_pause_and_resume_after_crash(tmp_path: Path)
     s = Store(path)
     for i in range(30):
         s.put(b"k%d" % (i % 3), b"v%d" % i)
-    s.delete_range(b"k0")  # 31
-    todo = s.compactable_count(31)
+    s.delete_range(b"k0")  # 32
+    todo = s.compactable_count(32)
     assert todo == 29  # 27 superseded puts, k0's last put (deleted) and the tombstone
-    s.schedule_compaction(31)
-    assert s.pending_compaction == 31
+    s.schedule_compaction(32)
+    assert s.pending_compaction == 32
     assert s.compact_batch(5) == 5
     assert s.compact_batch(5) == 5
-    assert s.compactions() == [(31, False)]
+    assert s.compactions() == [(32, False)]
     s.close()  # "crash" between scheduled and finished
 
     s = Store(path)
-    assert s.pending_compaction == 31  # reported so the caller resumes it
-    assert s.compact_revision == 31 and s.head == 31
+    assert s.pending_compaction == 32  # reported so the caller resumes it
+    assert s.compact_revision == 32 and s.head == 32
     with pytest.raises(ErrCompacted):
-        s.compact(31)  # the compact revision was not lost
+        s.compact(32)  # the compact revision was not lost
     with pytest.raises(ErrCompacted):
-        s.range(b"k1", revision=30)
+        s.range(b"k1", revision=31)
     pauses: list[int] = []
     assert s.run_pending_compaction(batch_size=4, pause=lambda: pauses.append(1)) == 19
     assert len(pauses) == 4  # 4+4+4+4+3: a pause between batches, none after the last
-    assert s.pending_compaction is None and s.compactions() == [(31, True)]
-    assert s.compactable_count(31) == 0
+    assert s.pending_compaction is None and s.compactions() == [(32, True)]
+    assert s.compactable_count(32) == 0
     assert s.get(b"k1").value == b"v28" and s.get(b"k2").value == b"v29"
     assert s.get(b"k0") is None
     s.close()
     s = Store(path)
-    assert s.pending_compaction is None and s.compact_revision == 31
+    assert s.pending_compaction is None and s.compact_revision == 32
     s.close()
 
 
@@ -430,15 +443,15 @@ def test_etcd_18089_watch_at_compacted_delete_keeps_the_delete_event(store: Stor
     Guards: the tombstone at the compact revision stays in the history, so a replay from
     the compact revision yields the delete at r5 and then the put at r6."""
     for i in range(4):
-        store.put(b"k", b"v%d" % i)  # r1..r4
-    assert store.delete_range(b"k").revision == 5
-    assert store.put(b"k", b"v6").revision == 6
-    store.compact(5, batch_size=1)
-    evs = store.events(5, b"k")
-    assert [(e.kind, e.kv.mod_revision) for e in evs] == [("delete", 5), ("put", 6)]
-    assert evs[1].kv.value == b"v6" and evs[1].kv.create_revision == 6
+        store.put(b"k", b"v%d" % i)  # r2..r5
+    assert store.delete_range(b"k").revision == 6
+    assert store.put(b"k", b"v6").revision == 7
+    store.compact(6, batch_size=1)
+    evs = store.events(6, b"k")
+    assert [(e.kind, e.kv.mod_revision) for e in evs] == [("delete", 6), ("put", 7)]
+    assert evs[1].kv.value == b"v6" and evs[1].kv.create_revision == 7
     with pytest.raises(ErrCompacted):
-        store.events(4, b"k")
+        store.events(5, b"k")
 
 
 def test_etcd_19179_watch_at_compact_revision_sees_the_delete(store: Store) -> None:
@@ -466,20 +479,20 @@ def test_etcd_17780_revision_never_goes_backwards_after_crash_in_compaction(
     revision and the next write gets a fresh, higher revision."""
     path = tmp_path / "kv.db"
     s = Store(path)
-    s.put(b"a", b"1")  # 1
-    s.put(b"a", b"2")  # 2
-    s.delete_range(b"a")  # 3: the head is a tombstone
-    s.compact(3, physical=False)
+    s.put(b"a", b"1")  # 2
+    s.put(b"a", b"2")  # 3
+    s.delete_range(b"a")  # 4: the head is a tombstone
+    s.compact(4, physical=False)
     s.compact_batch(1)  # one batch, then the crash
     s.close()
     s = Store(path)
-    assert s.head == 3 and s.compact_revision == 3 and s.pending_compaction == 3
-    assert s.range(b"a", revision=3).kvs == []  # reading at the compact revision
-    assert s.put(b"b", b"x").revision == 4
+    assert s.head == 4 and s.compact_revision == 4 and s.pending_compaction == 4
+    assert s.range(b"a", revision=4).kvs == []  # reading at the compact revision
+    assert s.put(b"b", b"x").revision == 5
     s.run_pending_compaction()
     s.close()
     s = Store(path)
-    assert s.head == 4 and s.compact_revision == 3
+    assert s.head == 5 and s.compact_revision == 4
     s.close()
 
 
@@ -489,53 +502,65 @@ def test_head_restored_from_compact_revision_when_meta_lost(tmp_path: Path) -> N
     s = Store(path)
     s.put(b"a", b"1")
     s.put(b"a", b"2")
-    s.compact(2)
+    s.compact(3)
     s._db.execute("DELETE FROM meta")
-    s._db.execute("DELETE FROM records WHERE revision = 2")
+    s._db.execute("DELETE FROM records WHERE revision = 3")
     s.close()
     s = Store(path)
-    assert s.head == 2
-    assert s.put(b"b", b"1").revision == 3
+    assert s.head == 3
+    assert s.put(b"b", b"1").revision == 4
     s.close()
 
 
 def test_events_replay_with_prev_kv(store: Store) -> None:
-    store.put(b"a", b"1")  # 1
-    store.put(b"b", b"1")  # 2
-    store.put(b"a", b"2")  # 3
-    store.delete_range(b"a")  # 4
-    evs = store.events(2, b"a", ALL_KEYS, prev_kv=True)
+    store.put(b"a", b"1")  # 2
+    store.put(b"b", b"1")  # 3
+    store.put(b"a", b"2")  # 4
+    store.delete_range(b"a")  # 5
+    evs = store.events(3, b"a", ALL_KEYS, prev_kv=True)
     assert [(e.kind, e.kv.key, e.kv.mod_revision) for e in evs] == [
-        ("put", b"b", 2),
-        ("put", b"a", 3),
-        ("delete", b"a", 4),
+        ("put", b"b", 3),
+        ("put", b"a", 4),
+        ("delete", b"a", 5),
     ]
     assert evs[0].prev_kv is None
-    assert evs[1].prev_kv == KeyValue(b"a", b"1", 1, 1, 1)
-    assert evs[2].prev_kv == KeyValue(b"a", b"2", 1, 3, 2)
-    assert evs[2].kv == KeyValue(b"a", b"", 0, 4, 0)
+    assert evs[1].prev_kv == KeyValue(b"a", b"1", 2, 2, 1)
+    assert evs[2].prev_kv == KeyValue(b"a", b"2", 2, 4, 2)
+    assert evs[2].kv == KeyValue(b"a", b"", 0, 5, 0)
     assert store.events(0, b"a", ALL_KEYS) == []  # start 0 = "from now"
-    assert store.events(2, b"a", ALL_KEYS, end_revision=2) == evs[:1]
-    store.compact(3)
+    assert store.events(3, b"a", ALL_KEYS, end_revision=3) == evs[:1]
+    store.compact(4)
     # the previous value of the event at the compact revision has been compacted away
-    evs = store.events(3, b"a", prev_kv=True)
-    assert evs[0].prev_kv is None and evs[1].prev_kv == KeyValue(b"a", b"2", 1, 3, 2)
+    evs = store.events(4, b"a", prev_kv=True)
+    assert evs[0].prev_kv is None and evs[1].prev_kv == KeyValue(b"a", b"2", 2, 4, 2)
 
 
 # ----------------------------------------------------------------- live indexes --
 
 
-def test_live_indexes(store: Store) -> None:
-    history(store)  # a@1 b@2 a@3 b-del@4 a@5 c@6
-    assert live_indexes(store) == [1, 2, 3, 4, 5, 6]  # nothing compacted: all needed
-    store.compact(4)
-    # a@3 is read at revision 4; the tombstone b@4 and a@1, b@2 are not needed
-    assert live_indexes(store) == [3, 5, 6]
-    store.compact(6)
-    assert live_indexes(store) == [5, 6]  # each key's latest put
-    store.put(b"c", b"c2")  # 7
+def test_live_revisions_and_their_raft_indexes(store: Store) -> None:
+    # as applied from a raft log: entry 10 + 3 * revision (the log holds other entries)
+    for i, (kind, key, value) in enumerate([("p", b"a", b"a1"), ("p", b"b", b"b1"),
+                                            ("p", b"a", b"a2"), ("d", b"b", b""),
+                                            ("p", b"a", b"a3"), ("p", b"c", b"c1")]):
+        if kind == "p":
+            store.put(key, value, applied=10 + 3 * (i + 2))
+        else:
+            store.delete_range(key, applied=10 + 3 * (i + 2))
+    # a@2 b@3 a@4 b-del@5 a@6 c@7
+    assert store.live_revisions() == [2, 3, 4, 5, 6, 7]  # nothing compacted: all needed
+    assert live_indexes(store) == [16, 19, 22, 25, 28, 31]
+    store.compact(5)
+    # a@4 is read at revision 5; the tombstone b@5 and a@2, b@3 are not needed
+    assert store.live_revisions() == [4, 6, 7] and live_indexes(store) == [22, 28, 31]
     store.compact(7)
-    assert live_indexes(store) == [5, 7]  # advancing compaction frees c@6
+    assert live_indexes(store) == [28, 31]  # each key's latest put
+    store.put(b"c", b"c2", applied=40)  # 8
+    store.compact(8)
+    assert live_indexes(store) == [28, 40]  # advancing compaction frees c@7
+    # a write without a raft index (the Store used on its own) is in no log
+    store.put(b"d", b"1")
+    assert store.live_revisions()[-1] == 9 and live_indexes(store) == [28, 40]
 
 
 # -------------------------------------------------------------------- bad input --
@@ -558,15 +583,12 @@ def small(tmp_path: Path) -> Store:
         (lambda s: s.put(b"k", "str"), KvError),
         (lambda s: s.put("k", b"v"), KvError),
         (lambda s: s.delete_range(b""), ErrEmptyKey),
-        (lambda s: s.delete_range(b"b", b"a"), ErrInvalidRangeEnd),
-        (lambda s: s.range(b"b", b"a"), ErrInvalidRangeEnd),
         (lambda s: s.range(b"", ALL_KEYS), ErrEmptyKey),
-        (lambda s: s.range(b"a", revision=-1), ErrNegativeRevision),
-        (lambda s: s.range(b"a", limit=-1), ErrNegativeRevision),
-        (lambda s: s.compact(-5), ErrNegativeRevision),
+        (lambda s: s.compact(-5), ErrCompacted),
+        (lambda s: s.compact(3), ErrFutureRev),
         (lambda s: s.events(-1, b"a"), ErrNegativeRevision),
-        (lambda s: s.put(b"k", b"v", revision=-3), ErrNegativeRevision),
-        (lambda s: s.put(b"k", b"v", revision=1), ErrRevisionNotAfterHead),
+        (lambda s: s.range(b"a", revision=3), ErrFutureRev),
+        (lambda s: s.range(b"a", sort_order="up"), KvError),
         (lambda s: s.txn([], [Put(b"a", b"1")] * 4, []), ErrTooManyOps),
         (lambda s: s.txn([], [], [Put(b"a", b"1")] * 4), ErrTooManyOps),
         (lambda s: s.txn([Compare(b"a", "version", "=", 0)] * 4, [], []), ErrTooManyOps),
@@ -574,7 +596,14 @@ def small(tmp_path: Path) -> Store:
         (lambda s: s.txn([], [DeleteRange(b"a", b"c"), Put(b"b", b"2")], []), ErrDuplicateKey),
         # a bad op in the branch not taken still fails the whole request (etcd validates both)
         (lambda s: s.txn([], [Put(b"a", b"1")], [Put(b"", b"2")]), ErrEmptyKey),
-        (lambda s: s.txn([], [Put(b"a", b"1"), DeleteRange(b"z", b"y")], []), ErrInvalidRangeEnd),
+        (lambda s: s.txn([], [Put(b"a", b"1"), Txn((), (Put(b"a", b"2"),))], []),
+         ErrDuplicateKey),
+        (lambda s: s.txn([], [Txn((), (Put(b"a", b"2"),)), Txn((), (), (Put(b"a", b"2"),))],
+                         []), ErrDuplicateKey),
+        (lambda s: s.txn([], [Txn((), (Put(b"", b"2"),))], []), ErrEmptyKey),
+        (lambda s: s.txn([], [Range(b"a")] * 2 + [Txn((), (Range(b"a"),) * 2)], []),
+         ErrTooManyOps),  # a nested txn gets what its parent leaves (3 - 2)
+        (lambda s: s.txn([], [Put(b"x", b"1"), Range(b"a", revision=3)], []), ErrFutureRev),
         (lambda s: s.txn([Compare(b"a", "version", "=", b"x")], [], []), KvError),
         (lambda s: s.txn([Compare(b"a", "bogus", "=", 1)], [], []), KvError),
         (lambda s: s.txn([Compare(b"a", "version", "~", 1)], [], []), KvError),
@@ -582,7 +611,7 @@ def small(tmp_path: Path) -> Store:
 )
 def test_bad_input_is_rejected_and_nothing_written(tmp_path: Path, call, error) -> None:
     s = small(tmp_path)
-    s.put(b"k", b"v")  # 1
+    s.put(b"k", b"v")  # 2
     before = (s.rows(), s.head, s.compactions())
     with pytest.raises(error):
         call(s)
@@ -606,14 +635,15 @@ def test_range_end_all_keys_form_is_not_an_error(store: Store) -> None:
     assert store.delete_range(b"y", ALL_KEYS).deleted == 1
 
 
-def test_explicit_revisions_from_the_raft_log(store: Store) -> None:
-    assert store.put(b"a", b"1", revision=5).revision == 5
-    assert store.delete_range(b"missing", revision=6).revision == 5  # no change, no revision
-    res = store.txn([], [Put(b"b", b"1"), Put(b"c", b"1")], [], revision=9)
-    assert res.revision == 9 and store.head == 9
-    assert store.get(b"a", revision=7).value == b"1"
-    with pytest.raises(ErrRevisionNotAfterHead):
-        store.put(b"a", b"2", revision=9)
+def test_writes_from_the_raft_log_keep_their_index(store: Store) -> None:
+    """Revisions are etcd's (one per request that changes something); the raft index
+    of the entry behind each written revision is kept beside it."""
+    assert store.put(b"a", b"1", applied=5).revision == 2
+    assert store.delete_range(b"missing", applied=6).revision == 2  # no change, no revision
+    res = store.txn([], [Put(b"b", b"1"), Put(b"c", b"1")], [], applied=9)
+    assert res.revision == 3 and store.head == 3
+    assert store.entries() == [(2, 5, None), (3, 9, "1")]
+    assert store.meta("applied") == 9
 
 
 # -------------------------------------------------- model-based (hypothesis) test --
@@ -625,8 +655,9 @@ class Model:
     """A pure-Python MVCC: the full key -> (value, create, mod, version) map per revision."""
 
     def __init__(self) -> None:
-        self.states: list[dict[bytes, tuple[bytes, int, int, int]]] = [{}]
-        self.compact = 0
+        # revisions 0 and 1 are empty: etcd's store starts at revision 1
+        self.states: list[dict[bytes, tuple[bytes, int, int, int]]] = [{}, {}]
+        self.compact = -1  # etcd's compact revision before any compaction
 
     @property
     def head(self) -> int:
@@ -660,7 +691,7 @@ class Model:
     def range(self, k: bytes, end: bytes | None, rev: int) -> list[tuple]:
         if rev > self.head:
             raise ErrFutureRev()
-        rev = rev or self.head
+        rev = rev if rev > 0 else self.head
         if rev < self.compact:
             raise ErrCompacted()
         st = self.states[rev]
@@ -672,7 +703,7 @@ class Model:
         if start < self.compact:
             raise ErrCompacted()
         out = []
-        for r in range(max(start, 1), self.head + 1):
+        for r in range(max(start, 2), self.head + 1):
             old, new = self.states[r - 1], self.states[r]
             for x in sorted(set(old) | set(new)):
                 if x in new and new[x][2] == r:
@@ -695,8 +726,8 @@ end_st = st.one_of(st.none(), st.just(ALL_KEYS), st.sampled_from([b"b", b"bb", b
 op_st = st.one_of(
     st.tuples(st.just("put"), key_st, st.binary(max_size=3)),
     st.tuples(st.just("delete"), key_st, end_st),
-    st.tuples(st.just("compact"), st.integers(0, 30), st.booleans(), st.integers(1, 3)),
-    st.tuples(st.just("range"), key_st, end_st, st.integers(0, 30)),
+    st.tuples(st.just("compact"), st.integers(-1, 30), st.booleans(), st.integers(1, 3)),
+    st.tuples(st.just("range"), key_st, end_st, st.integers(-1, 30)),
     st.tuples(st.just("batch"), st.integers(1, 3)),
     st.tuples(st.just("events"), st.integers(0, 30)),
 )
@@ -719,11 +750,7 @@ def test_store_matches_dict_model(ops) -> None:
             if op[0] == "put":
                 assert s.put(op[1], op[2]).revision == m.put(op[1], op[2])
             elif op[0] == "delete":
-                if op[2] is not None and op[2] != ALL_KEYS and op[2] < op[1]:
-                    with pytest.raises(ErrInvalidRangeEnd):
-                        s.delete_range(op[1], op[2])
-                    continue
-                res = s.delete_range(op[1], op[2])
+                res = s.delete_range(op[1], op[2])  # an end before the key: deletes nothing
                 assert (res.revision, res.deleted) == m.delete(op[1], op[2])
             elif op[0] == "compact":
                 got = outcome(lambda op=op: s.compact(op[1], physical=op[2], batch_size=op[3]))
@@ -732,8 +759,6 @@ def test_store_matches_dict_model(ops) -> None:
             elif op[0] == "batch":
                 s.compact_batch(op[1])
             elif op[0] == "range":
-                if op[2] is not None and op[2] != ALL_KEYS and op[2] < op[1]:
-                    continue
                 got = outcome(
                     lambda op=op: [
                         (kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version)
@@ -760,7 +785,7 @@ def test_store_matches_dict_model(ops) -> None:
                 if op[1] > m.head and want[0] == "ok":
                     want = ("ok", [])
                 assert got == want
-            assert s.head == m.head and s.compact_revision == m.compact
+            assert s.head == m.head and s.compact_revision == max(0, m.compact)
         # after the value-only pass finishes, every readable revision still reads the same
         s.run_pending_compaction()
         assert s.compactable_count() == 0
@@ -772,3 +797,61 @@ def test_store_matches_dict_model(ops) -> None:
             assert got == m.range(b"\0", ALL_KEYS, rev)
     finally:
         s.close()
+
+
+# ------------------------------------------------------------ etcd's txn edges --
+
+
+def test_a_txn_may_change_a_key_twice_and_watches_see_both_in_order(store: Store) -> None:
+    """etcd's checkIntervals takes a delete's range_end literally, so a txn deleting
+    [a, "\\0") (every key from a) and putting b is accepted, as is one putting b and then
+    deleting [a, "\\0"). One revision, events in change order (etcd's sub-revisions),
+    prev_kv the key at the revision before (etcd's watch), none for a creating put."""
+    store.put(b"b", b"old")  # 2
+    res = store.txn([], [DeleteRange(b"a", ALL_KEYS), Put(b"b", b"new", prev_kv=True),
+                         Put(b"z", b"1")], [])
+    assert res.revision == 3 and [r.revision for r in res.responses] == [3, 3, 3]
+    assert res.responses[1].prev_kv is None  # deleted earlier in this txn
+    assert store.get(b"b") == KeyValue(b"b", b"new", 3, 3, 1)
+    evs = store.events(3, b"\0", ALL_KEYS, prev_kv=True)
+    assert [(e.kind, e.kv.key) for e in evs] == [("delete", b"b"), ("put", b"b"),
+                                                 ("put", b"z")]  # change order, not key
+    assert evs[0].prev_kv == KeyValue(b"b", b"old", 2, 2, 1)
+    assert evs[1].prev_kv is None  # a put that creates the key
+    store.txn([], [Put(b"b", b"x"), DeleteRange(b"a", ALL_KEYS)], [])  # 4: put, delete
+    evs = store.events(4, b"b", prev_kv=True)
+    assert [e.kind for e in evs] == ["put", "delete"]
+    # both prev_kv are the key at revision 3, not the put of this txn
+    assert evs[0].prev_kv == evs[1].prev_kv == KeyValue(b"b", b"new", 3, 3, 1)
+    assert store.get(b"b") is None and store.head == 4
+
+
+def test_a_nested_txn_judges_its_compares_before_the_outer_txn_writes(store: Store) -> None:
+    """etcd's compareToPath: the whole tree's compares see the state before the txn."""
+    store.put(b"n", b"0")  # 2
+    res = store.txn([], [Put(b"n", b"1"),
+                         Txn((Compare(b"n", "value", "=", b"0"),), (Range(b"n"),),
+                             (Put(b"m", b"f"),))], [])
+    nested = res.responses[1]
+    assert isinstance(nested, TxnResult) and nested.succeeded and nested.revision == 0
+    assert nested.responses[0].kvs[0].value == b"1"  # its read sees the outer put
+    assert store.get(b"m") is None
+
+
+def test_range_options_as_etcd_applies_them(store: Store) -> None:
+    for k, v in [(b"a", b"3"), (b"b", b"1"), (b"c", b"2"), (b"d", b"0")]:
+        store.put(k, v)  # a@2 b@3 c@4 d@5
+    store.put(b"b", b"9")  # b@6
+    r = store.range(b"a", ALL_KEYS, sort_order="descend", sort_target="value", limit=2)
+    assert keys(r) == [b"b", b"a"] and r.count == 4 and r.more
+    # a sort target alone sorts ascending, but etcd then reads only limit + 1 keys
+    r = store.range(b"a", ALL_KEYS, sort_target="value", limit=1)
+    assert keys(r) == [b"a"] and r.more  # the smaller value of a and b (d's 0 unread)
+    r = store.range(b"a", ALL_KEYS, sort_order="ascend", sort_target="value", limit=1)
+    assert keys(r) == [b"d"]  # an asked-for order reads every key first
+    r = store.range(b"a", ALL_KEYS, min_mod_revision=4, max_create_revision=4)
+    assert keys(r) == [b"b", b"c"] and r.count == 4  # count is before the filters
+    r = store.range(b"a", ALL_KEYS, limit=-1, revision=-3)
+    assert len(r.kvs) == 4 and not r.more  # no limit, read at head
+    r = store.range(b"a", ALL_KEYS, count_only=True, limit=1)
+    assert r.kvs == [] and r.count == 4 and not r.more

@@ -19,9 +19,7 @@ from sediment.actors.kv.cluster import Client, Cluster
 from sediment.actors.kv.errors import (
     ErrDuplicateKey,
     ErrEmptyKey,
-    ErrInvalidRangeEnd,
     ErrKeyTooLarge,
-    ErrNegativeRevision,
     ErrRequestTooLarge,
     ErrTooManyOps,
     ErrValueTooLarge,
@@ -60,34 +58,36 @@ PURE_CASES: list[tuple[Bad, v.Limits, type[Exception]]] = [
     (P(b"k", None), SMALL, InvalidRequest),
     (P(b"k", b"v", prev_kv=1), SMALL, InvalidRequest),
     (D(b""), SMALL, ErrEmptyKey),
-    (D(b"b", b"a"), SMALL, ErrInvalidRangeEnd),
     (D(b"a", b"z" * 9), SMALL, ErrKeyTooLarge),
     (D(b"a", "z"), SMALL, InvalidRequest),
-    (R(b"b", b"a"), SMALL, ErrInvalidRangeEnd),
-    (R(b"a", revision=-1), SMALL, ErrNegativeRevision),
-    (R(b"a", limit=-1), SMALL, ErrNegativeRevision),
+    (R(b"a", sort_order="up"), SMALL, InvalidRequest),
+    (R(b"a", sort_target=3), SMALL, InvalidRequest),
+    (R(b"a", min_mod_revision="1"), SMALL, InvalidRequest),
     (R(b"a", revision=2.5), SMALL, InvalidRequest),
     (R(b"a", revision=True), SMALL, InvalidRequest),
     (R(b"a", count_only="yes"), SMALL, InvalidRequest),
-    (C(-1), SMALL, ErrNegativeRevision),
+    (C(1, physical="yes"), SMALL, InvalidRequest),
     (C("3"), SMALL, InvalidRequest),
     (T((), (A,) * 4), SMALL, ErrTooManyOps),
     (T((), (), (A,) * 4), SMALL, ErrTooManyOps),
     (T((Cmp(b"a", "version", "=", 0),) * 4), SMALL, ErrTooManyOps),
     (T((), (A, Put(b"a", b"2"))), SMALL, ErrDuplicateKey),
     (T((), (D(b"a", b"c"), Put(b"b", b"2"))), SMALL, ErrDuplicateKey),
-    (T((), (D(b"a", b"\0"), Put(b"z", b"2"))), SMALL, ErrDuplicateKey),
     (T((), (A,), (P(b"", b"2"),)), SMALL, ErrEmptyKey),  # the branch not taken too
     (T((), (P(b"k" * 8, b"v" * 10), Put(b"j" * 8, b"v" * 10))), SMALL, ErrRequestTooLarge),
-    (T((), (R(b"a", revision=-1),)), SMALL, ErrNegativeRevision),
+    (T((), (R(b"", revision=-1),)), SMALL, ErrEmptyKey),
     (T((Cmp(b"a", "version", "~", 1),)), SMALL, InvalidRequest),
     (T((Cmp(b"a", "bogus", "=", 1),)), SMALL, InvalidRequest),
     (T((Cmp(b"a", "version", "=", b"x"),)), SMALL, InvalidRequest),
     (T((Cmp(b"a", "version", "=", True),)), SMALL, InvalidRequest),
     (T((Cmp(b"a", "value", "=", 3),)), SMALL, InvalidRequest),
-    (T((Cmp(b"b", "value", "=", b"x", range_end=b"a"),)), SMALL, ErrInvalidRangeEnd),
     (T(("not a compare",)), SMALL, InvalidRequest),
-    (T((), (T(),)), SMALL, InvalidRequest),  # no nested txns
+    (T((), (T((), ("op",)),)), SMALL, InvalidRequest),
+    # a nested txn: its ops are checked, within what its parent leaves of max_txn_ops
+    (T((), (A, T((), (A,) * 3))), SMALL, ErrTooManyOps),
+    (T((), (A, T((), (P(b"", b""),)))), SMALL, ErrEmptyKey),
+    (T((), (A, T((), (A,)))), SMALL, ErrDuplicateKey),
+    (T((), (T((), (A,)), T((), (), (A,)))), SMALL, ErrDuplicateKey),
     (T(None), SMALL, InvalidRequest),
     (T((), "ab"), SMALL, InvalidRequest),
     (("put", b"k", b"v"), SMALL, InvalidRequest),
@@ -105,6 +105,18 @@ GOOD_CASES: list[tuple[Any, v.Limits]] = [
     (Put(b"k", b""), SMALL),
     (DeleteRange(b"a", b"\0"), SMALL),
     (DeleteRange(b"a", b"a"), SMALL),  # an empty range is not an error
+    (DeleteRange(b"b", b"a"), SMALL),  # nor is one that ends before it starts (etcd)
+    (Range(b"b", b"a"), SMALL),
+    (Range(b"a", revision=-1, limit=-1), SMALL),  # etcd: head, and no limit
+    (Range(b"a", sort_order="descend", sort_target="value", min_create_revision=3), SMALL),
+    (Compact(-1), SMALL),  # the store answers ErrCompacted, as etcd does
+    # etcd's checkIntervals takes a delete's range_end literally: "\0" and an end before
+    # the key cover no put (a txn deleting [a, "\0") and putting z is accepted)
+    (Txn((), (DeleteRange(b"a", b"\0"), Put(b"z", b"2"))), SMALL),
+    (Txn((), (DeleteRange(b"c", b"a"), Put(b"b", b"2"))), SMALL),
+    # a nested txn's two branches may put one key (only one runs)
+    (Txn((), (Txn((), (A,), (A,)),)), SMALL),
+    (Txn((Compare(b"a", "lease", "=", 0),), (Txn((), (A,)),)), SMALL),
     (Range(b"a", b"b", revision=7, limit=2, count_only=True), SMALL),
     (Compact(0), SMALL),  # the store, not the request, decides it is compacted
     (Txn((Compare(b"a", "value", "=", b"1"),), (A, Put(b"b", b""), Put(b"c", b"")),
@@ -250,14 +262,9 @@ CLUSTER_CASES: list[tuple[str, Call, type[Exception]]] = [
     ("str value", lambda c: c.put(b"k", "v"), InvalidRequest),
     ("bytearray key", lambda c: c.put(bytearray(b"k"), b"v"), InvalidRequest),
     ("delete empty key", lambda c: c.delete(b""), ErrEmptyKey),
-    ("delete range_end before key", lambda c: c.delete(b"b", b"a"), ErrInvalidRangeEnd),
-    ("range range_end before key", lambda c: c.range(b"b", b"a"), ErrInvalidRangeEnd),
-    ("negative revision", lambda c: c.get(b"a", revision=-1), ErrNegativeRevision),
-    ("negative limit", lambda c: c.range(b"a", limit=-1), ErrNegativeRevision),
     ("float revision", lambda c: c.range(b"a", revision=1.5), InvalidRequest),
-    ("serializable bad range",
-     lambda c: c.range(b"b", b"a", serializable=True, node="n2"), ErrInvalidRangeEnd),
-    ("negative compact", lambda c: c.compact(-3), ErrNegativeRevision),
+    ("serializable empty key",
+     lambda c: c.range(b"", b"a", serializable=True, node="n2"), ErrEmptyKey),
     ("str compact", lambda c: c.compact("3"), InvalidRequest),
     ("txn too many success ops", lambda c: c.txn([], [A] * 4), ErrTooManyOps),
     ("txn too many failure ops", lambda c: c.txn([], [], [A] * 4), ErrTooManyOps),
@@ -273,14 +280,13 @@ CLUSTER_CASES: list[tuple[str, Call, type[Exception]]] = [
     ("txn unknown compare op",
      lambda c: c.txn([Cmp(b"a", "version", "~", 1)]), InvalidRequest),
     ("txn unknown compare target",
-     lambda c: c.txn([Cmp(b"a", "lease", "=", 1)]), InvalidRequest),
+     lambda c: c.txn([Cmp(b"a", "owner", "=", 1)]), InvalidRequest),
     ("txn compare of the wrong type",
      lambda c: c.txn([Compare(b"a", "version", "=", b"1")]), InvalidRequest),
     ("txn compare is not a Compare", lambda c: c.txn(["a = 1"]), InvalidRequest),
-    ("txn nested", lambda c: c.txn([], [Txn()]), InvalidRequest),
+    ("txn nested bad op", lambda c: c.txn([], [Txn((), ("x",))]), InvalidRequest),
     ("txn compare not a list", lambda c: c.txn("abc"), InvalidRequest),
-    ("txn negative read revision",
-     lambda c: c.txn([], [Range(b"a", revision=-1)]), ErrNegativeRevision),
+    ("txn nested duplicate put", lambda c: c.txn([], [A, Txn((), (A,))]), ErrDuplicateKey),
 ]
 
 
@@ -334,7 +340,8 @@ def test_the_machines_enforce_the_clusters_limits_too(small_cluster: Cluster) ->
     assert type(result) is ErrValueTooLarge and bad == last + 1
     good, result = propose(small_cluster.rt, small_cluster.spec, Put(b"ok", b"v"))
     assert not isinstance(result, Exception) and good == bad + 1
-    assert written(small_cluster) == (good, good, good)  # the bad entry wrote no revision
+    # the bad entry took a log index but no revision: the good one is the next revision
+    assert written(small_cluster) == (good, good, head + 1)
     assert small_cluster.client().get(b"k") is None
 
 

@@ -602,7 +602,8 @@ class WatcherMachine(RuleBasedStateMachine):
         super().__init__()
         self.store = Store(":memory:")
         self.cfg = WatcherConfig(max_pending=MAX_PENDING, progress_interval=1.0)
-        self.state = init(self.cfg)
+        # the node starts a watcher at its head (etcd: an empty store is revision 1)
+        self.state = init(self.cfg, self.store.head)
         self.recorder = Recorder()
         self.records: list[WatchRecord] = []  # of closed watcher generations
         self.truth: list[Event] = []
@@ -654,10 +655,15 @@ class WatcherMachine(RuleBasedStateMachine):
     def _write(
         self, ops: list[Put | DeleteRange], gap: int, live: bool, notify: bool = True
     ) -> None:
-        rev = self.store.head + gap
-        if self.store.txn([], ops, [], revision=rev).revision != rev:
+        """Write ops as the last of `gap` revisions (the ones before it fill: one commit
+        notice may cover several revisions), then tell the core (or not)."""
+        first = self.store.head + 1
+        for i in range(gap - 1):
+            self.store.put(KEYS[i % len(KEYS)], b"f%d" % self.store.head)
+        rev = self.store.txn([], ops, []).revision
+        if rev < first:
             return  # nothing changed: no revision consumed
-        events = self.store.events(rev, b"\0", ALL_KEYS, end_revision=rev, prev_kv=True)
+        events = self.store.events(first, b"\0", ALL_KEYS, end_revision=rev, prev_kv=True)
         self.truth += events
         self.biggest = max(self.biggest, len(events))
         if notify:

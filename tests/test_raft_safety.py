@@ -39,8 +39,11 @@ from sediment.actors.log.raft import (
     Persisted,
     PersistHardState,
     Propose,
+    ProposeBatch,
     RaftConfig,
     RaftState,
+    ReadIndex,
+    ReadReady,
     Receive,
     Reply,
     RestoreMachine,
@@ -202,6 +205,7 @@ class Sim:
         self.check = Checker(self)
         self.leader_hint: str | None = None
         self.acked: dict[int, tuple[Any, int]] = {}  # op id -> (command, index)
+        self.reads_served = 0
         self.steps = 0
         for node in self.nodes.values():
             self._start(node)
@@ -286,7 +290,9 @@ class Sim:
             if node.applied - node.disk.snap_index >= node.snap_every:
                 todo.append(self._take_snapshot(node))
         elif isinstance(e, Reply):
-            if isinstance(e.result, Committed):
+            if isinstance(e.result, ReadReady):
+                self.check.read_served(node, e.ref, e.result.index)
+            elif isinstance(e.result, Committed):
                 op_id, command = e.ref  # type: ignore[misc]
                 self.acked[op_id] = (command, e.result.index)
         elif isinstance(e, LeaderChanged):
@@ -476,6 +482,18 @@ class Sim:
         self.ops_done += 1
         r = self.rng.random()
         key = self.rng.choice(KEYS)
+        if r < 0.12:  # linearizable reads by ReadIndex, sometimes several in one batch
+            # any member that believes it leads: a deposed leader behind a partition too
+            leaders = sorted(n.id for n in self.nodes.values()
+                             if n.core is not None and n.core.role == "leader")
+            node = self.nodes[self.rng.choice(leaders or self.ids)]
+            if node.up:
+                known = max(self.check.committed, default=0)
+                refs = tuple(("read", self.ops_done, k, known)
+                             for k in range(self.rng.choice([1, 1, 3])))
+                self.feed(node, ReadIndex(refs, self.now))
+            self._at(self.now + self.rng.uniform(0.002, 0.04), "client", None)
+            return
         if r < 0.70:
             cmd: tuple[Any, ...] = ("put", key, f"v{self.ops_done}")
         elif r < 0.92:
@@ -491,7 +509,11 @@ class Sim:
         if target is None or not self.nodes[target].up or self.rng.random() < 0.1:
             target = self.rng.choice(self.ids)
         node = self.nodes[target]
-        if node.up:
+        if node.up and self.rng.random() < 0.2:  # a batch: this and a put behind it
+            more = ("put", self.rng.choice(KEYS), f"v{self.ops_done}b")
+            self.feed(node, ProposeBatch(((cmd, (self.ops_done, cmd)),
+                                          (more, (-self.ops_done, more))), self.now))
+        elif node.up:
             self.feed(node, Propose(cmd, (self.ops_done, cmd), self.now))
         if self.ops_done % 10 == 0:
             self.check.full()
@@ -626,6 +648,16 @@ class Checker:
                              f"{node.id}: machine diverged at {node.applied}")
                 self.live_readable(node)
         self.quorum_durable()
+
+    def read_served(self, node: Node, ref: Any, index: int) -> None:
+        """ReadIndex is linearizable: the read sees every entry committed anywhere before
+        it was invoked, and the machine it reads from has applied through its index."""
+        _, op_id, _, known = ref
+        self.require(index >= known, f"{node.id}: read {op_id} served at {index}, below "
+                     f"{known}, committed before it was invoked")
+        self.require(node.applied >= index, f"{node.id}: read {op_id} at {index} served "
+                     f"before applying it ({node.applied})")
+        self.sim.reads_served += 1
 
     def final(self) -> None:
         self.full()

@@ -272,7 +272,7 @@ def test_history_reads_pass_when_answers_match_the_log() -> None:
                                                                    4, 4, 1))),
      "never committed: KeyValue(key=b'k/z'"),
     (rng_read("range", 4, kvs=(TRUTH[0].kv, TRUTH[4].kv)), "got KeyValue(key=b'k/b', "
-     "value=b'b2', create_revision=8, mod_revision=8, version=1), the log says "
+     "value=b'b2', create_revision=8, mod_revision=8, version=1, lease=0), the log says "
      "KeyValue(key=b'k/b', value=b'b1'"),
     (rng_read("history", 3, key=A, end=9, events=(TRUTH[5],)), "missing Event(kind='put', "
      "kv=KeyValue(key=b'k/a', value=b'a2'"),

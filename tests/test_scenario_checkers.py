@@ -105,8 +105,8 @@ def test_recorder_records_operations_with_the_times_given() -> None:
     r.invoke(2, "put", Put(K, b"w"), 4.0)  # never completes
     h = r.history()
     assert [op.outcome for op in h.ops] == ["ok", "ok", "fail", "info"]
-    assert h.ops[2].result == Failure("ErrFutureRev", "mvcc: required revision is a future "
-                                      "revision")
+    assert h.ops[2].result == Failure("ErrFutureRev", "etcdserver: mvcc: required revision "
+                                      "is a future revision")
     assert h.ops[3].end == math.inf and h.ops[3].complete_t is None
 
 
@@ -350,8 +350,9 @@ def test_cancels_that_are_allowed() -> None:
 
 
 def _recorded_store_run() -> tuple[History, list[Event], Store]:
-    """A short run on the real store: the ops as a client saw them, and one watch from
-    revision 1 that received every event, a revision per response."""
+    """A short run on the real store: the ops as a client saw them (revisions 2..7:
+    etcd's empty store is revision 1), and one watch from revision 1 that received every
+    event, a revision per response."""
     store = Store(":memory:", synchronous="OFF")
     ops = []
     t = 0.0
@@ -375,7 +376,7 @@ def test_the_truth_rebuilt_from_the_history_is_the_stores_own() -> None:
     h, truth, store = _recorded_store_run()
     rebuilt = watch_guarantees.committed_events(h)
     assert rebuilt == (truth, store.head)
-    gap = History(h.ops[:2] + h.ops[3:])  # revision 3 unaccounted for
+    gap = History(h.ops[:2] + h.ops[3:])  # revision 4 unaccounted for
     assert watch_guarantees.committed_events(gap) is None
 
 
@@ -410,10 +411,10 @@ def test_watch_truth_given_or_unknown() -> None:
 
 def test_a_prev_kv_lost_to_compaction_is_forgiven_only_at_or_below_it() -> None:
     h, truth, _ = _recorded_store_run()
-    stripped = [Event(e.kind, e.kv, None) if e.kv.mod_revision == 3 else e for e in truth]
+    stripped = [Event(e.kind, e.kv, None) if e.kv.mod_revision == 4 else e for e in truth]
     w = _full_watch(stripped)
     assert not watch_guarantees.check(History(h.ops, (w,))).ok
-    compacted = History(h.ops, (w,), (), (CompactionEvent(3, 0, 1, source="cluster"),))
+    compacted = History(h.ops, (w,), (), (CompactionEvent(4, 0, 1, source="cluster"),))
     assert watch_guarantees.check(compacted).ok
 
 
@@ -422,7 +423,7 @@ def test_a_prev_kv_lost_to_compaction_is_forgiven_only_at_or_below_it() -> None:
 
 def test_run_applies_the_named_checks() -> None:
     h, truth, _ = _recorded_store_run()
-    final = read_all(2, 20, 6, kv(J, b"e", 6), kv(K, b"d", 5, 1, 3))
+    final = read_all(2, 20, 7, kv(J, b"e", 7), kv(K, b"d", 6, 2, 3))
     history = History((*h.ops, final), (_full_watch(truth),))
     results = checkers.run(history)
     assert [r.name for r in results] == list(checkers.NAMES)

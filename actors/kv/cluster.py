@@ -55,7 +55,7 @@ from sediment.actors.kv.types import (
     TxnResult,
 )
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
-from sediment.actors.log.shell.cluster import node_children, propose
+from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
@@ -78,6 +78,10 @@ class Cluster:
     owns_runtime: bool = True
     limits: Limits = DEFAULT_LIMITS
     blocks: BlocksCluster | None = None
+    group: GroupClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.group = GroupClient(self.rt, self.spec)
 
     @classmethod
     def start(cls, nodes: int | Sequence[str] = 3, data_dir: str | None = None,
@@ -144,7 +148,7 @@ class Cluster:
             leader = self.leader()
             if leader is not None and all(self.node(n).status() is not None for n in self.nodes):
                 barrier = Range(b"\0", count_only=True)  # commits an entry of this term
-                propose(self.rt, self.spec, barrier, timeout=timeout)
+                self.group.propose(barrier, timeout=timeout)
                 if self.blocks is not None:
                     self.blocks.wait_ready(timeout)
                 return leader
@@ -239,14 +243,25 @@ class Client:
     cluster: Cluster
     timeout: float = 30.0
     last_index: int | None = None
+    read_at: int | None = None  # the raft index the last linearizable read was served at
 
     def _propose(self, command: Any) -> Any:
         """Check the request, then propose it: a bad one never becomes a log entry."""
         validation.check_request(command, self.cluster.limits)
         self.last_index = None
-        index, result = propose(self.cluster.rt, self.cluster.spec, command,
-                                timeout=self.timeout)
+        index, result = self.cluster.group.propose(command, timeout=self.timeout)
         self.last_index = index
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _read(self, request: Range) -> Any:
+        """A linearizable read by ReadIndex at the leader: no log entry (`last_index` stays
+        None; `read_at` is the raft index its machine had applied when it answered, after
+        everything committed before the read)."""
+        validation.check_request(request, self.cluster.limits)
+        self.last_index = self.read_at = None
+        self.read_at, result = self.cluster.group.read(request, timeout=self.timeout)
         if isinstance(result, Exception):
             raise result
         return result
@@ -261,7 +276,7 @@ class Client:
     def range(self, key: bytes, range_end: bytes | None = None, revision: int = 0,
               limit: int = 0, count_only: bool = False, keys_only: bool = False,
               serializable: bool = False, node: str | None = None) -> RangeResult:
-        """Linearizable by default (the read goes through the log); `serializable` reads
+        """Linearizable by default (ReadIndex at the leader); `serializable` reads
         one node's applied state (`node`, default the first). With a block tier, a
         revision below the KV's compact revision is answered from the blocks (see
         `_cold_range`) instead of ErrCompacted."""
@@ -269,7 +284,7 @@ class Client:
         target = node or self.cluster.nodes[0]
         try:
             if not serializable:
-                return self._propose(request)  # type: ignore[no-any-return]
+                return self._read(request)  # type: ignore[no-any-return]
             validation.check_request(request, self.cluster.limits)
             return self._query_member(request, target)  # type: ignore[no-any-return]
         except ErrCompacted as err:

@@ -1,6 +1,8 @@
-"""Typed errors of the KV store; messages follow etcd's where etcd has one."""
+"""Typed errors of the KV store; etcd's descriptions (`rpctypes.py`) where etcd has the error."""
 
 from __future__ import annotations
+
+from sediment.actors.kv.rpctypes import message
 
 
 def _rebuild(cls: type[KvError], args: tuple[object, ...], state: dict[str, object]) -> KvError:
@@ -22,13 +24,13 @@ class KvError(Exception):
 
 class ErrCompacted(KvError):
     def __init__(self, compact_revision: int = 0) -> None:
-        super().__init__("mvcc: required revision has been compacted")
+        super().__init__(message("ErrCompacted"))
         self.compact_revision = compact_revision
 
 
 class ErrFutureRev(KvError):
     def __init__(self) -> None:
-        super().__init__("mvcc: required revision is a future revision")
+        super().__init__(message("ErrFutureRev"))
 
 
 class InvalidRequest(KvError):
@@ -37,37 +39,54 @@ class InvalidRequest(KvError):
 
 class ErrEmptyKey(InvalidRequest):
     def __init__(self) -> None:
-        super().__init__("etcdserver: key is not provided")
-
-
-class ErrKeyTooLarge(InvalidRequest):
-    pass
-
-
-class ErrValueTooLarge(InvalidRequest):
-    pass
+        super().__init__(message("ErrEmptyKey"))
 
 
 class ErrRequestTooLarge(InvalidRequest):
-    pass
+    """etcd's "request is too large"; `detail` says what was too large (etcd says no
+    more, so neither does the message)."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(message("ErrRequestTooLarge"))
+        self.detail = detail
+
+
+class ErrKeyTooLarge(ErrRequestTooLarge):
+    """A key above `Limits.max_key_bytes` (etcd has no key limit of its own: with the
+    default limits only a key too large for a request gets here)."""
+
+
+class ErrValueTooLarge(ErrRequestTooLarge):
+    """A value above `Limits.max_value_bytes` (see ErrKeyTooLarge)."""
 
 
 class ErrInvalidRangeEnd(InvalidRequest):
-    pass
+    """A watch whose range is empty (etcd refuses it; a Range or a DeleteRange with
+    range_end before key is an empty range instead, as in etcd)."""
 
 
 class ErrNegativeRevision(InvalidRequest):
-    pass
+    """A negative revision where etcd has no meaning for one (a watch's start, a history
+    read). etcd's Range reads a negative revision at head, and so does the store."""
 
 
 class ErrTooManyOps(InvalidRequest):
-    def __init__(self, n: int, limit: int) -> None:
-        super().__init__(f"etcdserver: too many operations in txn request ({n} > {limit})")
+    def __init__(self, n: int = 0, limit: int = 0) -> None:
+        super().__init__(message("ErrTooManyOps"))
+        self.ops, self.limit = n, limit
 
 
 class ErrDuplicateKey(InvalidRequest):
     def __init__(self) -> None:
-        super().__init__("etcdserver: duplicate key given in txn request")
+        super().__init__(message("ErrDuplicateKey"))
+
+
+class ErrKeyNotFound(InvalidRequest):
+    """etcd's "key not found": an empty txn op (the wire's RequestOp with nothing set),
+    or ignore_value / ignore_lease on a key that does not exist."""
+
+    def __init__(self) -> None:
+        super().__init__(message("ErrKeyNotFound"))
 
 
 class ErrRevisionNotAfterHead(InvalidRequest):
@@ -80,6 +99,7 @@ __all__ = [
     "ErrEmptyKey",
     "ErrFutureRev",
     "ErrInvalidRangeEnd",
+    "ErrKeyNotFound",
     "ErrKeyTooLarge",
     "ErrNegativeRevision",
     "ErrRequestTooLarge",

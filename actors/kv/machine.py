@@ -1,5 +1,6 @@
 """The Netsy KV as a raft-hosted machine (`HostedMachine`): a `Store` in
-`<group_dir>/kv.sqlite` whose revision is the raft index of the entry that wrote it.
+`<group_dir>/kv.sqlite`, numbering revisions as etcd does (one per request that changes
+something), and keeping the raft index of the entry behind each written revision.
 
 Commands (`entry.command`): `Put`, `DeleteRange`, `Txn`, `Compact`, and `Range` (a
 linearizable read answered at the entry's point in history); None is the leader's no-op.
@@ -17,11 +18,15 @@ synchronous=NORMAL (no fsync per transaction). A crash may lose the last transac
 re-applies them from the log. The log below a snapshot may be deleted once the snapshot is
 taken, so `snapshot()` persists `applied` and runs a FULL WAL checkpoint before returning.
 
-Snapshots hold no values (Ra's `ra_kv`): every record row without its value, the compaction
-revisions, head, applied, and the branch of each txn that wrote a live value. `restore`
-refills each live value from the log entry whose index is its revision. `live_indexes` is
-`Store.live_indexes()`: each key's latest put at or below the compact revision plus every
-revision above it, so a compaction lets the log free segments.
+Two numbers: `applied` is the raft index of the last entry applied (what the raft
+server and the log's compaction count), `store.head` the etcd revision clients see. The
+store records which entry wrote each revision (`Store.entries`). Snapshots hold no
+values (Ra's `ra_kv`): every record row without its value, the compaction revisions,
+head, applied, and for each written revision its entry's index and the txn's path (every
+member keeps the whole revision <-> index map, as it keeps every row). `restore` refills
+each live value from that entry. `live_indexes` is `Store.live_indexes()`: the entries of
+each key's latest put at or below the compact revision plus of every revision above it,
+so a compaction lets the log free segments.
 
 The value-only compaction pass runs in `background()`, one bounded batch per call, never
 inside `apply`. Members finish it at different times, so a snapshot describes compaction
@@ -39,6 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sediment.actors.kv import store_txn
 from sediment.actors.kv.errors import (
     ErrCompacted,
     ErrRevisionNotAfterHead,
@@ -59,7 +65,7 @@ from sediment.actors.kv.types import (
 from sediment.actors.log.raft.types import Entry
 
 DB_FILE = "kv.sqlite"
-SNAPSHOT_MAGIC = b"netsy-snapshot/1\n"
+SNAPSHOT_MAGIC = b"netsy-snapshot/2\n"
 FIRST_KEY = b"\0"  # the smallest non-empty key: [FIRST_KEY, ALL_KEYS) is every key
 
 ReadEntry = Callable[[int], Entry | None]
@@ -84,8 +90,9 @@ class _Snapshot:
     applied: int
     head: int
     compactions: list[int]
-    rows: list[tuple[Any, ...]]  # (revision, key, create, mod, version, deleted, compacted_at)
-    txns: dict[int, bool]
+    # (revision, sub, key, create, mod, version, deleted, compacted_at)
+    rows: list[tuple[Any, ...]]
+    entries: dict[int, tuple[int, str | None]]  # revision -> (raft index, txn path)
 
 
 class NetsyMachine:
@@ -96,13 +103,14 @@ class NetsyMachine:
         self.path = os.path.join(group_dir, DB_FILE)
         options.setdefault("synchronous", "NORMAL")
         self.store = Store(self.path, **options)
-        self.applied = max(self.store.meta("applied") or 0, self.store.head)
+        self.applied = self.store.meta("applied") or 0
+        self._noticed = self.store.head  # the last revision an applied notice covered
         self._closed = False
 
     # ------------------------------------------------------------------ apply --
 
     def apply(self, entry: Entry) -> Any:
-        """Execute one committed entry at revision entry.index; returns result or error."""
+        """Execute one committed entry; returns result or error."""
         if entry.index <= self.applied:
             return ErrRevisionNotAfterHead(f"entry {entry.index} is not above {self.applied}")
         try:
@@ -122,18 +130,16 @@ class NetsyMachine:
         if cmd is None:
             return None
         if isinstance(cmd, Put):
-            return s.put(cmd.key, cmd.value, cmd.prev_kv, revision=index, applied=index)
+            return s.put(cmd.key, cmd.value, cmd.prev_kv, applied=index)
         if isinstance(cmd, DeleteRange):
-            return s.delete_range(
-                cmd.key, cmd.range_end, cmd.prev_kv, revision=index, applied=index
-            )
+            return s.delete_range(cmd.key, cmd.range_end, cmd.prev_kv, applied=index)
         if isinstance(cmd, Txn):
-            return s.txn(cmd.compare, cmd.success, cmd.failure, revision=index, applied=index)
+            return s.txn(cmd.compare, cmd.success, cmd.failure, applied=index)
         if isinstance(cmd, Compact):
             s.schedule_compaction(cmd.revision, applied=index)
             return CompactResult(s.head)
         if isinstance(cmd, Range):
-            return _range(s, cmd)
+            return s.read(cmd)
         # the type name only: a repr may hold addresses that differ between members
         raise ErrUnknownCommand(f"unknown command {type(cmd).__name__}")
 
@@ -161,22 +167,22 @@ class NetsyMachine:
         s = self.store
         compactions = [rev for rev, _ in s.compactions()]
         rows = _logical_rows(s.skeleton(), compactions)
-        keys = sorted({bytes(r[1]) for r in rows})
+        keys = sorted({bytes(r[2]) for r in rows})
         number = {k: i for i, k in enumerate(keys)}
-        valued = {r[0] for r in rows if not r[5] and r[6] is None}
         doc = {
             "applied": self.applied,
             "head": s.head,
             "compactions": compactions,
             "keys": [k.hex() for k in keys],
-            "rows": [[r[0], number[bytes(r[1])], *r[2:]] for r in rows],
-            "txns": sorted([r, int(b)] for r, b in s.txn_branches().items() if r in valued),
+            "rows": [[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows],
+            "entries": [[r, i, p] for r, i, p in s.entries()],
         }
         return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     def restore(self, data: bytes, index: int, live: ReadEntry | Sequence[Entry]) -> None:
         """Replace the whole state by the snapshot at `index`, refilling every value that is
-        not compacted from the entry `live(revision)` (a sequence of entries also works).
+        not compacted from the entry `live(raft index)` that wrote it (a sequence of
+        entries also works).
         One SQLite transaction: if an entry is missing, nothing changes. `applied` becomes
         the snapshot's own (== index unless it was labelled below the state it holds)."""
         snap = _decode(data)
@@ -186,7 +192,8 @@ class NetsyMachine:
         rows = _refill(snap, read)
         meta = {"head": snap.head, "applied": snap.applied}
         finished = [(rev, True) for rev in snap.compactions]
-        self.store.replace_all(rows, finished, meta, sorted(snap.txns.items()))
+        entries = [(r, i, p) for r, (i, p) in sorted(snap.entries.items())]
+        self.store.replace_all(rows, finished, meta, entries)
         self.store.checkpoint()
         self.applied = snap.applied
 
@@ -198,7 +205,8 @@ class NetsyMachine:
         ("compaction",), ("head",) or ("applied_batch", from_rev, to_rev); for the block
         tier ("flush_rows", lo, max_rows) -> `FlushRows`, ("history_range", Range) ->
         `RangeSkeleton` and ("history_events", from_rev, to_rev, key, range_end) ->
-        `EventsSkeleton` (history.py). Errors are returned, not raised."""
+        `EventsSkeleton` (history.py); ("revisions", lo_index, hi_index) -> [(revision,
+        raft index)] of the writes of those entries. Errors are returned, not raised."""
         try:
             return self._query(request)
         except KvError as err:
@@ -207,7 +215,7 @@ class NetsyMachine:
     def _query(self, request: Any) -> Any:
         s = self.store
         if isinstance(request, Range):
-            return _range(s, request)
+            return s.read(request)
         if isinstance(request, tuple) and request:
             tag, args = request[0], request[1:]
             if tag == "events" and len(args) in (4, 5):
@@ -225,6 +233,8 @@ class NetsyMachine:
                 return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev))
             if tag == "applied_batch" and len(args) == 2:
                 return self._applied_batch(args[0], args[1])
+            if tag == "revisions" and len(args) == 2:
+                return self._revisions(args[0], args[1])
             if tag == "flush_rows" and len(args) == 2:
                 return s.history_rows(args[0], args[1])
             if tag == "history_range" and len(args) == 1 and isinstance(args[0], Range):
@@ -243,18 +253,37 @@ class NetsyMachine:
     # batch holding revision C and a client's Compact(C), and served C to a watch that its
     # admission had already dropped as compacted (a compaction passed a live watch).
 
-    def _applied_batch(self, lo: int, hi: int) -> AppliedBatch:
+    def _applied_batch(self, lo: int, hi: int | None) -> AppliedBatch:
         """What the node needs after each applied batch, read in one step (so the three
-        parts describe the same state): every change in [lo, hi] with prev_kv, or None
-        when a compaction reached lo, plus the compact revision and the head."""
+        parts describe the same state): every change in revisions [lo, hi] (hi None:
+        up to head) with prev_kv, or None when a compaction reached lo, plus the compact
+        revision and the head. The node asks from the first revision it has not fanned
+        out, whatever raft index it was told of: revisions are not indexes."""
         s = self.store
+        hi = s.head if hi is None else hi
         changes: tuple[Event, ...] | None = None
+        if lo > s.head:
+            return AppliedBatch((), s.compact_revision, s.head)
         # lo <= C only on a lagging node whose batch holds a client's Compact(C >= lo):
         # None makes its watchers catch up from history, which cancels the ones that
         # still needed C as compacted.
         if lo > s.compact_revision:
             changes = tuple(s.events(lo, FIRST_KEY, ALL_KEYS, end_revision=hi, prev_kv=True))
         return AppliedBatch(changes, s.compact_revision, s.head)
+
+    def _revisions(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """(revision, raft index) of every write applied from entries lo..hi: which
+        entries took a revision, and which one (the scenario history's two numbers)."""
+        return [(r, i) for r, i, _ in self.store.entries() if lo <= i <= hi]
+
+    def applied_notice(self) -> tuple[int, AppliedBatch]:
+        """What the raft server sends its subscribers (the KV node) with the news of what
+        it applied, so they need not ask: (the first revision it covers, the batch). It
+        covers every revision since the last notice."""
+        first = self._noticed + 1
+        batch = self._applied_batch(first, None)
+        self._noticed = batch.head
+        return first, batch
 
     def status(self) -> dict[str, Any]:
         s = self.store
@@ -284,30 +313,17 @@ def netsy(group_dir: str, **options: Any) -> NetsyMachine:
 # ---------------------------------------------------------------- helpers --
 
 
-def _range(s: Store, r: Range) -> Any:
-    return s.range(r.key, r.range_end, r.revision, r.limit, r.count_only, r.keys_only)
-
-
 def _logical_rows(skeleton: list[tuple[Any, ...]], compactions: list[int]) -> list[tuple[Any, ...]]:
-    """Rows by (revision, key) with `compacted_at` as if every compaction had finished
+    """Rows by (revision, sub) with `compacted_at` as if every compaction had finished
     before the next: the first compaction at or above the revision where the row became
-    compactable (a tombstone: its own; a put: the next row of its key)."""
+    compactable (a tombstone: its own; a put: the next change of its key)."""
     out = []
-    for i, (rev, key, create, mod, version, deleted, _) in enumerate(skeleton):
+    for i, (rev, sub, key, create, mod, version, deleted, _) in enumerate(skeleton):
         nxt = skeleton[i + 1] if i + 1 < len(skeleton) else None
-        same_key = nxt is not None and nxt[1] == key
+        same_key = nxt is not None and nxt[2] == key
         threshold = rev if deleted else (nxt[0] if same_key and nxt is not None else None)
-        out.append(
-            (
-                rev,
-                bytes(key),
-                create,
-                mod,
-                version,
-                deleted,
-                _first_at_or_above(compactions, threshold),
-            )
-        )
+        out.append((rev, sub, bytes(key), create, mod, version, deleted,
+                    _first_at_or_above(compactions, threshold)))
     out.sort(key=lambda r: (r[0], r[1]))
     return out
 
@@ -325,42 +341,58 @@ def _decode(data: bytes) -> _Snapshot:
     try:
         doc = json.loads(data[len(SNAPSHOT_MAGIC) :])
         keys = [bytes.fromhex(k) for k in doc["keys"]]
-        rows = [(r[0], keys[r[1]], *r[2:]) for r in doc["rows"]]
-        txns = {int(r): bool(b) for r, b in doc["txns"]}
-        return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, txns)
+        rows = [(r[0], r[1], keys[r[2]], *r[3:]) for r in doc["rows"]]
+        entries = {int(r): (int(i), p) for r, i, p in doc["entries"]}
+        return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, entries)
     except (ValueError, KeyError, IndexError, TypeError) as err:
         raise RestoreError(f"malformed netsy snapshot: {err}") from err
 
 
 def _refill(snap: _Snapshot, read: ReadEntry) -> Iterator[tuple[Any, ...]]:
-    """Full rows (value included) in revision order; reads each live entry once."""
+    """Full rows (value included) in change order; reads each live entry once."""
     values: dict[bytes, bytes] = {}
     current = 0
-    for rev, key, create, mod, version, deleted, compacted_at in snap.rows:
+    for rev, sub, key, create, mod, version, deleted, compacted_at in snap.rows:
         value = None
         if not deleted and compacted_at is None:
             if rev != current:
-                values, current = _values_at(rev, read(rev), snap.txns), rev
+                values, current = _values_at(rev, snap.entries.get(rev), read), rev
             if key not in values:
-                raise RestoreError(f"entry {rev} does not put key {key!r}")
+                raise RestoreError(f"the entry of revision {rev} does not put key {key!r}")
             value = values[key]
-        yield (rev, key, value, create, mod, version, deleted, compacted_at)
+        yield (rev, sub, key, value, create, mod, version, deleted, compacted_at)
 
 
-def _values_at(rev: int, entry: Entry | None, txns: dict[int, bool]) -> dict[bytes, bytes]:
-    """key -> value of every put the entry at `rev` made."""
+def _values_at(rev: int, entry_of: tuple[int, str | None] | None,
+               read: ReadEntry) -> dict[bytes, bytes]:
+    """key -> value of every put the entry behind revision `rev` made."""
+    if entry_of is None:
+        raise RestoreError(f"the snapshot names no entry for revision {rev}")
+    index, path = entry_of
+    entry = read(index)
     if entry is None:
-        raise RestoreError(f"live entry {rev} is missing from the log")
-    if entry.index != rev:
-        raise RestoreError(f"asked for entry {rev}, got {entry.index}")
+        raise RestoreError(f"live entry {index} (revision {rev}) is missing from the log")
+    if entry.index != index:
+        raise RestoreError(f"asked for entry {index}, got {entry.index}")
     cmd = entry.command
     if isinstance(cmd, Put):
-        ops: Sequence[Any] = (cmd,)
-    elif isinstance(cmd, Txn) and rev in txns:
-        ops = cmd.success if txns[rev] else cmd.failure
-    else:
-        raise RestoreError(f"entry {rev} ({type(cmd).__name__}) holds no value for its row")
-    return {bytes(op.key): bytes(op.value) for op in ops if isinstance(op, Put)}
+        return {bytes(cmd.key): bytes(cmd.value)}
+    if isinstance(cmd, Txn) and path is not None:
+        try:
+            plan = store_txn.parse_path(cmd, path)
+        except ValueError as err:
+            raise RestoreError(f"entry {index}: {err}") from None
+        return dict(_puts(cmd, plan))
+    raise RestoreError(f"entry {index} ({type(cmd).__name__}) holds no value for its row")
+
+
+def _puts(txn: Txn, plan: store_txn.Plan) -> Iterator[tuple[bytes, bytes]]:
+    nested = iter(plan.nested)
+    for op in store_txn.branch(txn, plan):
+        if isinstance(op, Put):
+            yield bytes(op.key), bytes(op.value)
+        elif isinstance(op, Txn):
+            yield from _puts(op, next(nested))
 
 
 __all__ = [

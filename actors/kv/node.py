@@ -34,6 +34,7 @@ from sediment.actors.kv import promised_floor, reads
 from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordinator
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
+from sediment.actors.kv.types import AppliedBatch
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.messages import Call, CallRef, Down
 from sediment.runtime.pid import Pid
@@ -83,7 +84,8 @@ class _Node:
     raft: Pid
     state: adm.AdmissionState
     compact_revision: int = 0
-    applied: int = 0  # the raft index the watchers have been told about
+    applied: int = 0  # the revision the watchers have been told about (etcd's numbering)
+    index: int = 0  # the raft index of the last applied notice (revisions are not indexes)
     watchers: dict[Pid, None] = field(default_factory=dict)  # insertion order: replayable
     opened: dict[tuple[Pid, Any], Pid] = field(default_factory=dict)  # (owner, token) -> session
     # sessions being spawned: (owner, token) or a ref of its own -> the calls awaiting it
@@ -93,6 +95,7 @@ class _Node:
     leader: tuple[str | None, int] = (None, 0)
     promise_file: str | None = None
     promised: int = 0  # the floor last written to promise_file
+    eager: bool = False  # the raft member tells every applied batch (while watchers exist)
 
 
 async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
@@ -104,15 +107,17 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
         raise RuntimeError(f"the kv raft member on {me} is not running")
     ctx.monitor(raft)
     compact_rev, _finished = await reads.compaction(ctx, raft)
-    applied = (await ctx.call(raft, ("watch_applied", ctx.self()), timeout=30))[1]
-    state, _ = adm.restore(compact_rev, await reads.head(ctx, raft))
+    # no watchers yet: the member tells what it applied at most every LAZY_NOTICE
+    index = (await ctx.call(raft, ("watch_applied", ctx.self(), False), timeout=30))[1]
+    applied = await reads.head(ctx, raft)  # read after subscribing: no revision is missed
+    state, _ = adm.restore(compact_rev, applied)
     promise_file = (promised_floor.path(os.path.join(config.data_dir, me))
                     if config.data_dir else None)
     promised = promised_floor.read(promise_file) if promise_file else 0
     # what this node promised before it went down may already be compacting
     state, _ = adm.leader_initial(state, promised)
-    node = _Node(ctx, config, raft, state, compact_rev, applied, promise_file=promise_file,
-                 promised=promised)
+    node = _Node(ctx, config, raft, state, compact_rev, applied, index,
+                 promise_file=promise_file, promised=promised)
     leader = await ctx.call(raft, ("subscribe", ctx.self()), timeout=30)
     await _leadership(node, *leader)
     _logger.info("kv node up", node=me, committed=applied, compact_revision=compact_rev,
@@ -124,7 +129,7 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
 async def _handle(node: _Node, msg: Any) -> None:
     ctx = node.ctx
     if isinstance(msg, tuple) and msg and msg[0] == "applied":
-        await _applied(node, msg[2])
+        await _applied(node, msg[2], *(msg[3] if len(msg) > 3 and msg[3] else ()))
     elif isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
         await _leadership(node, msg[2], msg[3])
     elif isinstance(msg, MinRequest):
@@ -169,6 +174,7 @@ async def _on_call(node: _Node, call: Call) -> None:
             return
         ctx.reply(call.from_, verdict)
     elif kind == "open_watcher":
+        await _watching(node, True)
         _open_watcher(node, call, req[1:] if isinstance(req, tuple) else ())
     elif kind == "status":
         ctx.reply(call.from_, {
@@ -181,19 +187,46 @@ async def _on_call(node: _Node, call: Call) -> None:
         ctx.reply(call.from_, ("error", ("unknown_request", req)))
 
 
-async def _applied(node: _Node, index: int) -> None:
-    """Fan the changes since the last applied revision out to the watchers; an advanced
-    compaction revision raises the floor. One machine query reads all three."""
+async def _applied(node: _Node, index: int, sent_from: int | None = None,
+                   sent: AppliedBatch | None = None) -> None:
+    """Fan the changes since the last fanned-out revision out to the watchers; an
+    advanced compaction revision raises the floor. The raft server tells raft indexes;
+    the watchers count revisions. The raft member sends the changes with the news (read
+    once, in one step, from the first revision it had not sent); when they do not start
+    where this node stopped (it started meanwhile), one machine query reads every
+    revision above the last one fanned out, up to the machine's head."""
     ctx = node.ctx
-    lo = node.applied + 1
-    if index < lo:
+    if index <= node.index:
         return
-    batch = await reads.applied_batch(ctx, node.raft, lo, index)
+    node.index = index
+    if sent is not None and sent_from == node.applied + 1:
+        batch = sent
+    else:
+        batch = await reads.applied_batch(ctx, node.raft, node.applied + 1, None)
+    _fan_out(node, batch)
+
+
+async def _watching(node: _Node, on: bool) -> None:
+    """Watchers need every applied batch at once (their latency); without any, the head
+    may lag by the member's lazy interval (the compaction floor only gets safer). On the
+    way to eager, catch up first, so a session starts from the head of now."""
+    if on == node.eager:
+        return
+    node.eager = on
+    node.ctx.send(node.raft, ("applied_mode", node.ctx.self(), on))
+    if on:
+        _fan_out(node, await reads.applied_batch(node.ctx, node.raft, node.applied + 1, None))
+
+
+def _fan_out(node: _Node, batch: AppliedBatch) -> None:
+    """Tell the watchers what the batch holds; an advanced compaction raises the floor."""
+    ctx = node.ctx
     # admission counts written revisions: a compaction may not go past the head
     node.state = adm.advance(node.state, batch.head)
-    node.applied = index
-    for pid in node.watchers:
-        ctx.send(pid, ("committed", index, batch.events))  # None: the watcher catches up
+    if batch.head > node.applied:
+        node.applied = batch.head
+        for pid in node.watchers:  # None: the watcher catches up
+            ctx.send(pid, ("committed", batch.head, batch.events))
     compact_rev = batch.compact_revision
     if compact_rev > node.compact_revision:
         node.compact_revision = compact_rev
@@ -317,6 +350,8 @@ async def _down(node: _Node, pid: Pid, reason: Any) -> None:
         owner = str(pid)
         for key in [k for k in node.state.watches if k[0] == owner]:
             node.state = adm.cancel_watch(node.state, key)
+        if not node.watchers and not node.opening:
+            await _watching(node, False)
 
 
 __all__ = ["ErrCompacted", "KvNodeConfig", "kv_node"]

@@ -40,9 +40,10 @@ async def head(ctx: Process, raft: Pid) -> int:
     return int(_unwrap(await ctx.call(raft, ("query", ("head",)), timeout=READ_TIMEOUT)))
 
 
-async def applied_batch(ctx: Process, raft: Pid, lo: int, hi: int) -> AppliedBatch:
-    """The changes of revisions [lo, hi] (None when a compaction reached lo), the compact
-    revision and the head, read in one query after an applied batch."""
+async def applied_batch(ctx: Process, raft: Pid, lo: int, hi: int | None) -> AppliedBatch:
+    """The changes of revisions [lo, hi] (hi None: up to head; None when a compaction
+    reached lo), the compact revision and the head, read in one query after an applied
+    batch."""
     reply = _unwrap(await ctx.call(raft, ("query", ("applied_batch", lo, hi)),
                                    timeout=READ_TIMEOUT))
     if not isinstance(reply, AppliedBatch):

@@ -1,27 +1,36 @@
-"""The MVCC store of the Netsy KV: etcd semantics, synchronous, over one SQLite file (WAL).
+"""The MVCC store of the Netsy KV: etcd 3.4 semantics, synchronous, over one SQLite file (WAL).
 
 Tables
-- `records(revision, key, value, create_revision, mod_revision, version, deleted,
-  compacted_at)`: one row per key written in a revision (a tombstone has deleted=1, value
-  NULL, version 0, create_revision 0). Rows are never deleted: compaction is value-only.
+- `records(revision, sub, key, value, create_revision, mod_revision, version, deleted,
+  compacted_at)`: one row per change, etcd's (main, sub) revision: `sub` numbers the
+  changes of one request in the order it made them (a txn's ops in op order, a
+  DeleteRange's keys in key order), so a key may change twice in one revision (a txn
+  that deletes [a, "\\0") then puts b: etcd accepts it). A tombstone has deleted=1, value
+  NULL, version 0, create_revision 0. Rows are never deleted: compaction is value-only.
 - `compactions(revision, finished)`: every scheduled compaction revision; `finished` is set
   once its value-only pass is complete (etcd persists scheduledCompact and finishedCompact).
 - `meta(name, value)`: the head revision; `applied` too when a caller (the raft-hosted
   machine) passes the raft index it applies, so it commits with the rows it accompanies.
-- `txns(revision, succeeded)`: which branch each writing txn ran, so a value can be found
-  again in the request that wrote it (a snapshot without values is refilled from the log).
+- `entries(revision, raft_index, path)`: for a write applied from a raft entry, that
+  entry's index and, for a txn, which branch each (nested) txn ran ("1"/"0" in etcd's
+  compareToPath order): a value can be found again in the request that wrote it (a
+  snapshot without values is refilled from the log).
 
-Revisions: one per write request (a txn with several writes gets one revision); a request
-that changes nothing (a delete matching no key, a read-only txn) does not consume one. A
-write may be given its revision explicitly (the raft index later); it must be above head.
+Revisions as etcd numbers them: an empty store is at revision 1, and every request that
+changes something takes the next one (a txn with several writes takes one); a request
+that changes nothing (a delete matching no key, a read-only txn), a read, a failed
+request and a Compact take none. Sub-responses are stamped as etcd stamps them (see
+`types.TxnResult`).
 
-Compaction follows etcd: `compact(rev)` fails with ErrCompacted when rev <= the current
-compact revision and ErrFutureRev when rev > head; otherwise the compact revision moves to
-rev at once (logical compaction; persisted as `scheduled`) and the value-only pass runs in
-batches (`compact_batch`), after which the compaction is recorded `finished`. Reading at
-the compact revision is allowed, below it is ErrCompacted. A scheduled but unfinished
-compaction found on open is exposed as `pending_compaction`; `run_pending_compaction`
-resumes it. On open, head = max(head, compact revision) (etcd's #17780 fix).
+Compaction follows etcd: before any compaction the compact revision is -1 (so Compact 0
+and Compact 1 are accepted on a fresh store); `compact(rev)` fails with ErrCompacted when
+rev <= the compact revision and ErrFutureRev when rev > head; otherwise the compact
+revision moves to rev at once (logical compaction; persisted as `scheduled`) and the
+value-only pass runs in batches (`compact_batch`), after which the compaction is recorded
+`finished`. Reading at the compact revision is allowed, below it is ErrCompacted. A
+scheduled but unfinished compaction found on open is exposed as `pending_compaction`;
+`run_pending_compaction` resumes it. On open, head = max(head, compact revision) (etcd's
+#17780 fix). The request logic of a write lives in `store_txn.py`.
 """
 
 from __future__ import annotations
@@ -36,11 +45,13 @@ from sediment.actors.kv import validation as v
 from sediment.actors.kv.errors import (
     ErrCompacted,
     ErrFutureRev,
-    ErrRevisionNotAfterHead,
     InvalidRequest,
 )
 from sediment.actors.kv.history import EventsSkeleton, FlushRows, RangeSkeleton
+from sediment.actors.kv.range_options import shape
 from sediment.actors.kv.types import (
+    Compact,
+    CompactResult,
     Compare,
     DeleteRange,
     DeleteResult,
@@ -50,19 +61,22 @@ from sediment.actors.kv.types import (
     PutResult,
     Range,
     RangeResult,
+    Txn,
     TxnOp,
-    TxnResponse,
     TxnResult,
 )
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 
 DEFAULT_COMPACTION_BATCH = 1000  # etcd's CompactionBatchLimit default
+FIRST_REVISION = 1  # etcd: an empty store is at revision 1, its first write is 2
+NO_COMPACTION = -1  # etcd's compactMainRev before any compaction
 
 ALL_KEYS = v.ALL_KEYS  # range_end meaning "every key >= key" (types.ALL_KEYS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     revision INTEGER NOT NULL,
+    sub INTEGER NOT NULL DEFAULT 0,
     key BLOB NOT NULL,
     value BLOB,
     create_revision INTEGER NOT NULL,
@@ -70,9 +84,9 @@ CREATE TABLE IF NOT EXISTS records (
     version INTEGER NOT NULL,
     deleted INTEGER NOT NULL DEFAULT 0,
     compacted_at INTEGER,
-    PRIMARY KEY (key, revision)
+    PRIMARY KEY (key, revision, sub)
 );
-CREATE INDEX IF NOT EXISTS records_by_revision ON records (revision);
+CREATE INDEX IF NOT EXISTS records_by_revision ON records (revision, sub);
 CREATE TABLE IF NOT EXISTS compactions (
     revision INTEGER PRIMARY KEY,
     finished INTEGER NOT NULL DEFAULT 0
@@ -81,27 +95,34 @@ CREATE TABLE IF NOT EXISTS meta (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS txns (
+CREATE TABLE IF NOT EXISTS entries (
     revision INTEGER PRIMARY KEY,
-    succeeded INTEGER NOT NULL
+    raft_index INTEGER NOT NULL,
+    path TEXT
 );
 """
 
+# A later change of the same key: a higher revision, or the same one and a higher sub.
+_LATER = "(n.revision > r.revision OR (n.revision = r.revision AND n.sub > r.sub))"
+
 # A row is compactable at R: at or below R, not yet compacted, and a tombstone or
-# superseded by a newer row of the same key that is also at or below R.
-_COMPACTABLE = """
+# superseded by a later row of the same key that is also at or below R.
+_COMPACTABLE = f"""
     r.revision <= :rev AND r.compacted_at IS NULL AND (
         r.deleted = 1 OR EXISTS (
             SELECT 1 FROM records n
-            WHERE n.key = r.key AND n.revision > r.revision AND n.revision <= :rev))
+            WHERE n.key = r.key AND {_LATER} AND n.revision <= :rev))
 """
 
-_COLS = "key, value, create_revision, mod_revision, version, deleted, revision"
-_ROW_COLS = "revision, key, value, create_revision, mod_revision, version, deleted, compacted_at"
+# key, value, create, mod, version, deleted, revision, sub
+_COLS = "key, value, create_revision, mod_revision, version, deleted, revision, sub"
+_ROW_COLS = ("revision, sub, key, value, create_revision, mod_revision, version, deleted,"
+             " compacted_at")
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
 def _bounds(key: bytes, range_end: bytes | None) -> tuple[str, tuple[bytes, ...]]:
+    """SQL for etcd's [key, range_end): an end at or before key selects nothing."""
     if range_end is None:
         return "key = ?", (key,)
     if range_end == ALL_KEYS:
@@ -163,31 +184,32 @@ class Store:
         q = self._db.execute
         meta_head = q("SELECT value FROM meta WHERE name = 'head'").fetchone()
         rec_head = q("SELECT MAX(revision) FROM records").fetchone()[0] or 0
-        self._compact_rev = q("SELECT MAX(revision) FROM compactions").fetchone()[0] or 0
-        self._finished_rev = (
-            q("SELECT MAX(revision) FROM compactions WHERE finished = 1").fetchone()[0] or 0
-        )
+        compact = q("SELECT MAX(revision) FROM compactions").fetchone()[0]
+        self._compact_main = NO_COMPACTION if compact is None else compact
+        finished = q("SELECT MAX(revision) FROM compactions WHERE finished = 1").fetchone()[0]
+        self._finished_rev = NO_COMPACTION if finished is None else finished
         # etcd #17780: the head never goes below the (scheduled) compact revision.
-        self._head = max(meta_head[0] if meta_head else 0, rec_head, self._compact_rev)
+        self._head = max(meta_head[0] if meta_head else FIRST_REVISION, rec_head,
+                         self._compact_main)
 
     @property
     def head(self) -> int:
-        """The last applied revision."""
+        """The store's revision: the last write's, FIRST_REVISION before any."""
         return self._head
 
     @property
     def compact_revision(self) -> int:
         """The logical compact revision (the latest scheduled compaction; 0 if none)."""
-        return self._compact_rev
+        return max(0, self._compact_main)
 
     @property
     def finished_compact_revision(self) -> int:
-        return self._finished_rev
+        return max(0, self._finished_rev)
 
     @property
     def pending_compaction(self) -> int | None:
         """A scheduled compaction whose value-only pass has not finished, or None."""
-        return self._compact_rev if self._compact_rev > self._finished_rev else None
+        return self._compact_main if self._compact_main > self._finished_rev else None
 
     def close(self) -> None:
         self._db.close()
@@ -203,89 +225,81 @@ class Store:
     # that depend on head and the compact revision are here.
 
     def _check_read_rev(self, revision: int) -> int:
-        """etcd rangeKeys: future first, then compacted; 0 reads at head."""
+        """etcd rangeKeys: future first, then compacted; a revision <= 0 reads at head."""
         if revision > self._head:
             raise ErrFutureRev()
         if revision <= 0:
             revision = self._head
-        if revision < self._compact_rev:
-            raise ErrCompacted(self._compact_rev)
+        if revision < self._compact_main:
+            raise ErrCompacted(self.compact_revision)
         return revision
 
-    def _next_revision(self, revision: int | None) -> int:
-        if revision is None:
-            return self._head + 1
-        v.check_revision(revision)
-        if revision <= self._head:
-            raise ErrRevisionNotAfterHead(f"revision {revision} is not above head {self._head}")
-        return revision
+    def _check_txn_read_rev(self, revision: int) -> None:
+        """etcd's checkRange for a Range of the txn's path, against the state before the
+        txn: 0 is fine, above head is ErrFutureRev, below the compact revision (a
+        negative revision too, once anything was compacted) ErrCompacted."""
+        if revision == 0:
+            return
+        if revision > self._head:
+            raise ErrFutureRev()
+        if revision < self._compact_main:
+            raise ErrCompacted(self.compact_revision)
 
     # ---------------------------------------------------------------- reading --
 
-    def _live_rows(self, key: bytes, range_end: bytes | None, at: int,
-                   limit: int = 0) -> list[Any]:
-        """Rows of the keys that exist at revision `at`, by key (the first `limit`; 0: all)."""
+    def _live_rows(self, key: bytes, range_end: bytes | None, at: int, limit: int = 0,
+                   columns: str = _COLS) -> list[Any]:
+        """Rows of the keys that exist at revision `at` (their latest change at or below
+        it is not a delete), by key; the first `limit` (0: all)."""
         where, args = _bounds(key, range_end)
         sql = (
-            f"SELECT {_COLS} FROM records r WHERE {where} AND r.deleted = 0 AND r.revision = "
-            "(SELECT MAX(m.revision) FROM records m WHERE m.key = r.key AND m.revision <= ?) "
-            "ORDER BY r.key" + (" LIMIT ?" if limit else "")
+            f"SELECT {columns} FROM records r WHERE {where} AND r.deleted = 0 AND r.rowid = "
+            "(SELECT m.rowid FROM records m WHERE m.key = r.key AND m.revision <= ? "
+            "ORDER BY m.revision DESC, m.sub DESC LIMIT 1) ORDER BY r.key"
+            + (" LIMIT ?" if limit else "")
         )
         return self._db.execute(sql, (*args, at, *((limit,) if limit else ()))).fetchall()
 
-    def _count_live(self, key: bytes, range_end: bytes | None, at: int) -> int:
-        """How many keys exist at revision `at` (SQLite's MAX() takes `deleted` from the
-        row with the greatest revision: one pass over the key index)."""
-        where, args = _bounds(key, range_end)
-        sql = (
-            "SELECT COUNT(*) FROM (SELECT deleted, MAX(revision) FROM records "
-            f"WHERE {where} AND revision <= ? GROUP BY key) WHERE deleted = 0"
-        )
-        return int(self._db.execute(sql, (*args, at)).fetchone()[0])
-
     def _latest(self, key: bytes, at: int) -> Any | None:
+        """The key's last change at or below revision `at` (None: never changed)."""
         return self._db.execute(
             f"SELECT {_COLS} FROM records WHERE key = ? AND revision <= ? "
-            "ORDER BY revision DESC LIMIT 1",
+            "ORDER BY revision DESC, sub DESC LIMIT 1",
             (key, at),
         ).fetchone()
 
-    def _range_at(self, r: Range, at: int, header: int) -> RangeResult:
-        return self._range_rows(r, at, header)[0]
-
     def _range_rows(self, r: Range, at: int, header: int) -> tuple[RangeResult, list[Any]]:
         """The Range answer and the rows behind its kvs (a compacted value is NULL there).
-        With a limit only limit + 1 rows are read; the count of a range with more is a
-        COUNT in SQLite (reading every row here made each page of a large range cost the
-        whole range)."""
+        Where etcd reads only limit + 1 keys (no sort order, no filter: `shape`), so
+        does this, and counts the rest in SQLite (reading every row made each page of a
+        large range cost the whole range)."""
         if r.count_only:
-            return RangeResult([], self._count_live(r.key, r.range_end, at), False, header), []
-        rows = self._live_rows(r.key, r.range_end, at, limit=r.limit + 1 if r.limit else 0)
-        count = len(rows)
-        more = bool(r.limit) and count > r.limit
-        if more:
-            rows = rows[: r.limit]
-            count = self._count_live(r.key, r.range_end, at)
-        kvs = [_kv(row) for row in rows]
-        if r.keys_only:
-            kvs = [replace(kv, value=b"") for kv in kvs]
-        return RangeResult(kvs, count, more, header), rows
+            count = self._live_rows(r.key, r.range_end, at, columns="COUNT(*)")[0][0]
+            return RangeResult([], count, False, header), []
+        first = r.limit > 0 and r.sort_order == "none" and not (
+            r.min_mod_revision or r.max_mod_revision or r.min_create_revision
+            or r.max_create_revision)
+        rows = self._live_rows(r.key, r.range_end, at, limit=r.limit + 1 if first else 0)
+        result, picked = shape([_kv(row) for row in rows], r, header)
+        if first and len(rows) > r.limit:
+            count = self._live_rows(r.key, r.range_end, at, columns="COUNT(*)")[0][0]
+            result = replace(result, count=count)
+        return result, [rows[i] for i in picked]
 
-    def range(
-        self,
-        key: bytes,
-        range_end: bytes | None = None,
-        revision: int = 0,
-        limit: int = 0,
-        count_only: bool = False,
-        keys_only: bool = False,
-    ) -> RangeResult:
+    def range(self, key: bytes, range_end: bytes | None = None, revision: int = 0,
+              limit: int = 0, count_only: bool = False, keys_only: bool = False,
+              **options: Any) -> RangeResult:
         """etcd Range. range_end None: the single key; b"\\0": every key >= key; otherwise
-        [key, range_end). `count` is the number of matching keys before `limit`."""
-        r = Range(key, range_end, revision, limit, count_only, keys_only)
+        [key, range_end). `count` is the number of matching keys before the filters and
+        `limit`. `options`: the other fields of `types.Range` (sort, min/max filters)."""
+        return self.read(Range(key, range_end, revision, limit, count_only, keys_only,
+                               **options))
+
+    def read(self, r: Range) -> RangeResult:
+        """etcd Range of a `types.Range` request."""
         v.check_request(r, self.limits)
-        at = self._check_read_rev(revision)
-        return self._range_at(r, at, self._head)
+        at = self._check_read_rev(r.revision)
+        return self._range_rows(r, at, self._head)[0]
 
     def get(self, key: bytes, revision: int = 0) -> KeyValue | None:
         res = self.range(key, revision=revision)
@@ -300,7 +314,8 @@ class Store:
         prev_kv: bool = False,
     ) -> list[Event]:
         """The history of [key, range_end) from start_revision to end_revision (default
-        head), ordered by revision then key: what a watch replays; start_revision 0 means
+        head), ordered by revision and then as the request made the changes (etcd's
+        sub-revision: a txn's op order): what a watch replays; start_revision 0 means
         "from now" and replays nothing. start_revision below the
         compact revision is ErrCompacted; AT the compact revision is allowed and includes
         the events of that revision, tombstones too (etcd #18089, #19179)."""
@@ -310,8 +325,8 @@ class Store:
         v.check_revision(end, "end_revision")
         if start_revision == 0:  # etcd: a watch with start_revision 0 starts "now"
             return []
-        if start_revision < self._compact_rev:
-            raise ErrCompacted(self._compact_rev)
+        if start_revision < self._compact_main:
+            raise ErrCompacted(self.compact_revision)
         return self._events(start_revision, end, key, range_end, prev_kv)[0]
 
     def _events(self, start: int, end: int, key: bytes, range_end: bytes | None,
@@ -321,14 +336,16 @@ class Store:
         where, args = _bounds(key, range_end)
         rows = self._db.execute(
             f"SELECT {_COLS} FROM records WHERE {where} AND revision >= ? AND revision <= ? "
-            "ORDER BY revision, key",
+            "ORDER BY revision, sub",
             (*args, start, end),
         ).fetchall()
         out: list[Event] = []
         missing: list[int] = []
         for row in rows:
             prev = None
-            if prev_kv:
+            # etcd's prev_kv: the key at the revision before (a change earlier in the same
+            # request does not count), and none for a put that creates the key
+            if prev_kv and not (not row[5] and row[2] == row[6]):
                 p = self._latest(row[0], row[6] - 1)
                 if p is not None and not p[5] and p[1] is not None:
                     prev = _kv(p)
@@ -354,7 +371,7 @@ class Store:
         result, rows = self._range_rows(r, at, self._head)
         compacted = () if r.keys_only else tuple(
             i for i, row in enumerate(rows) if row[1] is None)
-        return RangeSkeleton(result, compacted, self._compact_rev)
+        return RangeSkeleton(result, compacted, self.compact_revision)
 
     def events_skeleton(self, start_revision: int, key: bytes, range_end: bytes | None = None,
                         end_revision: int | None = None) -> EventsSkeleton:
@@ -370,20 +387,22 @@ class Store:
         if start_revision > self._head or end > self._head:
             raise ErrFutureRev()
         events, missing = self._events(start_revision, end, key, range_end, False)
-        return EventsSkeleton(tuple(events), tuple(missing), self._head, self._compact_rev)
+        return EventsSkeleton(tuple(events), tuple(missing), self._head, self.compact_revision)
 
     def history_rows(self, lo: int, max_rows: int) -> FlushRows:
-        """Every row from revision `lo` on, by (revision, key), as (revision, key, value or
-        None for a delete): whole revisions, up to `max_rows` rows unless the first
-        revision alone holds more. ErrCompacted if lo is below the compact revision
-        (values there may be gone: flushing them would write holes)."""
+        """Every (key, revision) from revision `lo` on, by (revision, key), as (revision,
+        key, value or None for a delete): the key's last change in that revision (a txn
+        that deleted and put one key leaves its put; a read at any revision sees only
+        that), whole revisions, up to `max_rows` rows unless the first revision alone
+        holds more. ErrCompacted if lo is below the compact revision (values there may
+        be gone: flushing them would write holes)."""
         v.check_revision(lo, "lo")
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
             raise InvalidRequest(f"max_rows must be a positive int, got {max_rows!r}")
         if lo < 1:
             raise InvalidRequest("history rows start at revision 1 or later")
-        if lo < self._compact_rev:
-            raise ErrCompacted(self._compact_rev)
+        if lo < self._compact_main:
+            raise ErrCompacted(self.compact_revision)
         q = self._db.execute
         cut = q("SELECT revision FROM records WHERE revision >= ? ORDER BY revision "
                 "LIMIT 1 OFFSET ?", (lo, max_rows)).fetchone()
@@ -392,38 +411,26 @@ class Store:
         else:
             first = q("SELECT MIN(revision) FROM records WHERE revision >= ?", (lo,)).fetchone()
             through, more = max(cut[0] - 1, first[0]), True
-        rows = q("SELECT revision, key, value, deleted FROM records WHERE revision >= ? AND "
-                 "revision <= ? ORDER BY revision, key", (lo, through)).fetchall()
+        rows = q("SELECT r.revision, r.key, r.value, r.deleted FROM records r WHERE "
+                 "r.revision >= ? AND r.revision <= ? AND NOT EXISTS (SELECT 1 FROM records n "
+                 "WHERE n.key = r.key AND n.revision = r.revision AND n.sub > r.sub) "
+                 "ORDER BY r.revision, r.key", (lo, through)).fetchall()
         if any(val is None and not d for _, _, val, d in rows):
-            raise ErrCompacted(self._compact_rev)  # a put without its value: not flushable
+            raise ErrCompacted(self.compact_revision)  # a put without its value
         return FlushRows(tuple((r, bytes(k), None if d else bytes(val)) for r, k, val, d in rows),
                          through, more)
 
     # ---------------------------------------------------------------- writing --
+    # The request logic is store_txn.py's; these are the entry points and the rows.
 
-    def _apply_put(self, op: Put, rev: int) -> PutResult:
-        prev = self._latest(op.key, rev)
-        if prev is not None and not prev[5]:
-            create, version = prev[2], prev[4] + 1
-        else:
-            create, version = rev, 1
+    def _insert(self, key: bytes, value: bytes | None, revision: int, sub: int,
+                create: int, version: int) -> None:
         self._db.execute(
-            "INSERT INTO records (revision, key, value, create_revision, mod_revision, version,"
-            " deleted) VALUES (?, ?, ?, ?, ?, ?, 0)",
-            (rev, bytes(op.key), bytes(op.value), create, rev, version),
+            "INSERT INTO records (revision, sub, key, value, create_revision, mod_revision,"
+            " version, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (revision, sub, bytes(key), None if value is None else bytes(value), create,
+             revision, version, int(value is None)),
         )
-        prev_kv = _kv(prev) if op.prev_kv and prev is not None and not prev[5] else None
-        return PutResult(rev, prev_kv)
-
-    def _apply_delete(self, op: DeleteRange, rev: int) -> DeleteResult:
-        rows = self._live_rows(op.key, op.range_end, rev)
-        self._db.executemany(
-            "INSERT INTO records (revision, key, value, create_revision, mod_revision, version,"
-            " deleted) VALUES (?, ?, NULL, 0, ?, 0, 1)",
-            [(rev, row[0], rev) for row in rows],
-        )
-        prev = [_kv(row) for row in rows] if op.prev_kv else []
-        return DeleteResult(rev, len(rows), prev)
 
     def _set_meta(self, name: str, value: int) -> None:
         self._db.execute(
@@ -432,125 +439,69 @@ class Store:
             (name, value),
         )
 
-    def _write(
-        self,
-        ops: Sequence[TxnOp],
-        revision: int | None,
-        applied: int | None = None,
-        succeeded: bool | None = None,
-    ) -> tuple[list[TxnResponse], int]:
-        """Apply ops in one SQLite transaction at one revision. Returns the responses and
-        the header revision (the new revision if anything changed, else head). If anything
-        changed, `applied` (when given) and a txn's branch `succeeded` commit with it."""
-        rev = self._next_revision(revision)
-        changed = 0
-        out: list[TxnResponse] = []
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            for op in ops:
-                if isinstance(op, Put):
-                    out.append(self._apply_put(op, rev))
-                    changed += 1
-                elif isinstance(op, DeleteRange):
-                    res = self._apply_delete(op, rev)
-                    changed += res.deleted
-                    out.append(res)
-                else:
-                    at = rev if op.revision == 0 else op.revision
-                    out.append(self._range_at(op, at, 0))
-            if changed:
-                self._set_meta("head", rev)
-                if applied is not None:
-                    self._set_meta("applied", applied)
-                if succeeded is not None:
-                    self._db.execute(
-                        "INSERT INTO txns (revision, succeeded) VALUES (?, ?)", (rev, succeeded)
-                    )
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        header = rev if changed else self._head
-        if changed:
-            self._head = rev
-        return [replace(r, revision=header) for r in out], header
+    def put(self, key: bytes, value: bytes, prev_kv: bool = False, *,
+            applied: int | None = None) -> PutResult:
+        """etcd Put. `applied`: the raft index of the entry it comes from (kept with it)."""
+        from sediment.actors.kv import store_txn
 
-    def put(
-        self,
-        key: bytes,
-        value: bytes,
-        prev_kv: bool = False,
-        *,
-        revision: int | None = None,
-        applied: int | None = None,
-    ) -> PutResult:
         op = Put(key, value, prev_kv)
         v.check_request(op, self.limits)
-        res, _ = self._write([op], revision, applied)
-        assert isinstance(res[0], PutResult)
-        return res[0]
+        res = store_txn.write(self, [op], applied)[0][0]
+        assert isinstance(res, PutResult)
+        return res
 
-    def delete_range(
-        self,
-        key: bytes,
-        range_end: bytes | None = None,
-        prev_kv: bool = False,
-        *,
-        revision: int | None = None,
-        applied: int | None = None,
-    ) -> DeleteResult:
+    def delete_range(self, key: bytes, range_end: bytes | None = None, prev_kv: bool = False,
+                     *, applied: int | None = None) -> DeleteResult:
+        from sediment.actors.kv import store_txn
+
         op = DeleteRange(key, range_end, prev_kv)
         v.check_request(op, self.limits)
-        res, _ = self._write([op], revision, applied)
-        assert isinstance(res[0], DeleteResult)
-        return res[0]
+        res = store_txn.write(self, [op], applied)[0][0]
+        assert isinstance(res, DeleteResult)
+        return res
 
-    # -------------------------------------------------------------------- txn --
+    def txn(self, compares: Sequence[Compare] = (), success_ops: Sequence[TxnOp] = (),
+            failure_ops: Sequence[TxnOp] = (), *, applied: int | None = None) -> TxnResult:
+        """etcd Txn (store_txn.py): if every compare holds, apply success_ops, else
+        failure_ops, all at one revision; nested txns as etcd 3.4 runs them."""
+        from sediment.actors.kv import store_txn
 
-    def _compare(self, c: Compare) -> bool:
-        rows = self._live_rows(c.key, c.range_end, self._head)
-        if not rows:
-            if c.target == "value":
-                return False
-            return _cmp(0, c.op, c.value)
-        for row in rows:
-            kv = _kv(row)
-            actual: bytes | int = getattr(kv, c.target)
-            if not _cmp(actual, c.op, c.value):
-                return False
-        return True
-
-    def txn(
-        self,
-        compares: Sequence[Compare] = (),
-        success_ops: Sequence[TxnOp] = (),
-        failure_ops: Sequence[TxnOp] = (),
-        *,
-        revision: int | None = None,
-        applied: int | None = None,
-    ) -> TxnResult:
-        """etcd Txn: if every compare holds, apply success_ops, else failure_ops, all at one
-        revision. Ranges inside the txn read its earlier writes. Nested txns are not
-        supported. Every op of both branches is validated before anything is written."""
         v.check_txn(compares, success_ops, failure_ops, self.limits)
-        if revision is not None:
-            self._next_revision(revision)
-        succeeded = all(self._compare(c) for c in compares)
-        ops = success_ops if succeeded else failure_ops
-        for op in ops:  # etcd checkTxn: a bad read revision fails the whole txn
-            if isinstance(op, Range) and op.revision:
-                self._check_read_rev(op.revision)
-        responses, header = self._write(ops, revision, applied, succeeded)
-        return TxnResult(succeeded, responses, header)
+        return store_txn.txn(self, tuple(compares), tuple(success_ops), tuple(failure_ops),
+                             applied)
+
+    def request(self, request: object, *, applied: int | None = None) -> Any:
+        """Any KV request (`validation.Request`): its result, its typed error raised.
+        A Compact answers CompactResult(head) once logically compacted (the value-only
+        pass is left to `compact_batch` unless the request is `physical`)."""
+        if isinstance(request, Put):
+            return self.put(request.key, request.value, request.prev_kv, applied=applied)
+        if isinstance(request, DeleteRange):
+            return self.delete_range(request.key, request.range_end, request.prev_kv,
+                                     applied=applied)
+        if isinstance(request, Range):
+            return self.read(request)
+        if isinstance(request, Txn):
+            return self.txn(request.compare, request.success, request.failure,
+                            applied=applied)
+        if isinstance(request, Compact):
+            v.check_request(request, self.limits)
+            self.schedule_compaction(request.revision, applied=applied)
+            if request.physical:
+                self.run_pending_compaction()
+            return CompactResult(self._head)
+        raise InvalidRequest(f"not a KV request: {type(request).__name__}")
 
     # ------------------------------------------------------------- compaction --
 
     def schedule_compaction(self, revision: int, *, applied: int | None = None) -> int:
         """Logical compaction (etcd updateCompactRev): validate, persist `scheduled`, move
-        the compact revision. Returns the revision. `applied` (when given) commits with it."""
-        v.check_revision(revision)
-        if revision <= self._compact_rev:
-            raise ErrCompacted(self._compact_rev)
+        the compact revision. Returns the revision. `applied` (when given) commits with it.
+        A revision at or below the compact revision (any negative one too) is
+        ErrCompacted, above head ErrFutureRev."""
+        v.check_int(revision, "revision")
+        if revision <= self._compact_main:
+            raise ErrCompacted(self.compact_revision)
         if revision > self._head:
             raise ErrFutureRev()
         self._db.execute("BEGIN IMMEDIATE")
@@ -564,7 +515,7 @@ class Store:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        self._compact_rev = revision
+        self._compact_main = revision
         return revision
 
     def compact_batch(self, batch_size: int | None = None) -> int:
@@ -618,14 +569,14 @@ class Store:
     ) -> int:
         """etcd Compact. physical=True waits for the value-only pass (etcd's `physical`
         flag); otherwise call `compact_batch` / `run_pending_compaction` later. Returns the
-        header revision."""
+        header revision (the head: a Compact takes no revision)."""
         self.schedule_compaction(revision)
         if physical:
             self.run_pending_compaction(batch_size, pause)
         return self._head
 
     def compactable_count(self, revision: int | None = None) -> int:
-        rev = self._compact_rev if revision is None else revision
+        rev = self._compact_main if revision is None else revision
         n: int = self._db.execute(
             f"SELECT COUNT(*) FROM records r WHERE {_COMPACTABLE}", {"rev": rev}
         ).fetchone()[0]
@@ -633,42 +584,54 @@ class Store:
 
     # ------------------------------------------------------------ raft helper --
 
-    def live_indexes(self) -> list[int]:
-        """Revisions (raft indexes, once revisions are raft indexes) whose data is still
-        needed, sorted: every revision above the compact revision, plus, at or below it,
-        each key's latest row if it is a put (the value a read at the compact revision, or
-        at head, returns). Compacted rows and tombstones at or below the compact revision
-        are not needed. This is "each key's latest put + everything above the compact
-        revision", made exact for keys deleted after the compact revision."""
-        rev = self._compact_rev
+    def live_revisions(self) -> list[int]:
+        """Revisions whose data is still needed, sorted: every revision above the compact
+        revision, plus, at or below it, each key's last change if it is a put (the value
+        a read at the compact revision, or at head, returns). Compacted rows and
+        tombstones at or below the compact revision are not needed. This is "each key's
+        latest put + everything above the compact revision", made exact for keys deleted
+        after the compact revision."""
         rows = self._db.execute(
             "SELECT DISTINCT revision FROM records WHERE revision > :rev "
             "UNION SELECT r.revision FROM records r WHERE r.revision <= :rev AND r.deleted = 0 "
-            "AND NOT EXISTS (SELECT 1 FROM records n WHERE n.key = r.key "
-            "AND n.revision > r.revision AND n.revision <= :rev) ORDER BY 1",
-            {"rev": rev},
+            f"AND NOT EXISTS (SELECT 1 FROM records n WHERE n.key = r.key AND {_LATER} "
+            "AND n.revision <= :rev) ORDER BY 1",
+            {"rev": self._compact_main},
         ).fetchall()
         return [r[0] for r in rows]
 
+    def live_indexes(self) -> list[int]:
+        """The raft indexes of the entries behind `live_revisions` (writes applied with
+        an `applied` index; others are not in any log), sorted."""
+        live = self.live_revisions()
+        index = self.entry_indexes()
+        return sorted(index[r] for r in live if r in index)
+
+    def entry_indexes(self) -> dict[int, int]:
+        """revision -> the raft index of the entry that wrote it."""
+        return dict(self._db.execute("SELECT revision, raft_index FROM entries"))
+
+    def entries(self) -> list[tuple[int, int, str | None]]:
+        """(revision, raft index, txn path or None) of every write applied from the log."""
+        return list(self._db.execute(
+            "SELECT revision, raft_index, path FROM entries ORDER BY revision"))
+
     def rows(self) -> list[tuple[Any, ...]]:
-        """Every record row (for tests and debugging), by revision then key."""
+        """Every record row (for tests and debugging), in change order: (revision, key,
+        value, create_revision, mod_revision, version, deleted, compacted_at)."""
         return self._db.execute(
             "SELECT revision, key, value, create_revision, mod_revision, version, deleted,"
-            " compacted_at FROM records ORDER BY revision, key"
+            " compacted_at FROM records ORDER BY revision, sub"
         ).fetchall()
 
     def skeleton(self) -> list[tuple[Any, ...]]:
-        """Every record row without its value, by key then revision: (revision, key,
-        create_revision, mod_revision, version, deleted, compacted_at). A snapshot of the
-        raft-hosted machine holds this; values stay in the log."""
+        """Every record row without its value, by key then change: (revision, sub, key,
+        create_revision, mod_revision, version, deleted, compacted_at). A snapshot of
+        the raft-hosted machine holds this; values stay in the log."""
         return self._db.execute(
-            "SELECT revision, key, create_revision, mod_revision, version, deleted,"
-            " compacted_at FROM records ORDER BY key, revision"
+            "SELECT revision, sub, key, create_revision, mod_revision, version, deleted,"
+            " compacted_at FROM records ORDER BY key, revision, sub"
         ).fetchall()
-
-    def txn_branches(self) -> dict[int, bool]:
-        """revision -> whether the txn that wrote it ran its success branch."""
-        return {r: bool(s) for r, s in self._db.execute("SELECT revision, succeeded FROM txns")}
 
     def meta(self, name: str) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
@@ -690,23 +653,25 @@ class Store:
         rows: Iterable[Sequence[Any]],
         compactions: Iterable[tuple[int, bool]],
         meta: Mapping[str, int],
-        txns: Iterable[tuple[int, bool]] = (),
+        entries: Iterable[tuple[int, int, str | None]] = (),
     ) -> None:
         """Replace every table in one transaction (a snapshot restore): nothing changes if
-        `rows` (full rows as `rows()` returns them; may be a generator) raises."""
+        `rows` ((revision, sub, key, value, create_revision, mod_revision, version,
+        deleted, compacted_at); may be a generator) raises."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            for table in ("records", "compactions", "meta", "txns"):
+            for table in ("records", "compactions", "meta", "entries"):
                 self._db.execute(f"DELETE FROM {table}")
             self._db.executemany(
-                f"INSERT INTO records ({_ROW_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+                f"INSERT INTO records ({_ROW_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
             self._db.executemany(
                 "INSERT INTO compactions (revision, finished) VALUES (?, ?)", compactions
             )
             for name, value in sorted(meta.items()):
                 self._set_meta(name, value)
-            self._db.executemany("INSERT INTO txns (revision, succeeded) VALUES (?, ?)", txns)
+            self._db.executemany(
+                "INSERT INTO entries (revision, raft_index, path) VALUES (?, ?, ?)", entries)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -720,18 +685,9 @@ class Store:
         ]
 
 
-def _cmp(actual: bytes | int, op: str, expected: bytes | int) -> bool:
-    if op == "=":
-        return actual == expected
-    if op == "!=":
-        return actual != expected
-    if op == "<":
-        return actual < expected  # type: ignore[operator]
-    return actual > expected  # type: ignore[operator]
-
-
 def live_indexes(store: Store) -> list[int]:
     return store.live_indexes()
 
 
-__all__ = ["ALL_KEYS", "Store", "live_indexes", "prefix_end"]
+__all__ = ["ALL_KEYS", "FIRST_REVISION", "NO_COMPACTION", "Store", "live_indexes",
+           "prefix_end"]

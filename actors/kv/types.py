@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Target = Literal["value", "version", "create_revision", "mod_revision"]
+Target = Literal["value", "version", "create_revision", "mod_revision", "lease"]
+SortOrder = Literal["none", "ascend", "descend"]
+SortTarget = Literal["key", "version", "create", "mod", "value"]
 
 ALL_KEYS = b"\0"  # a range_end meaning "every key >= key" (etcd's "\x00")
 
@@ -28,6 +30,7 @@ class KeyValue:
     create_revision: int
     mod_revision: int
     version: int
+    lease: int = 0  # the attached lease (leases are not implemented yet: always 0)
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,24 @@ class DeleteRange:
 
 @dataclass(frozen=True)
 class Range:
+    """etcd RangeRequest. A revision <= 0 reads at head; a limit <= 0 is no limit;
+    range_end before key is an empty range; the min/max filters are off at 0; a
+    sort_target other than "key" with sort_order "none" sorts ascending (etcd's rules).
+    `serializable` only says where a cluster may answer it (one member's state)."""
+
     key: bytes
     range_end: bytes | None = None
     revision: int = 0
     limit: int = 0
     count_only: bool = False
     keys_only: bool = False
+    sort_order: SortOrder = "none"
+    sort_target: SortTarget = "key"
+    min_mod_revision: int = 0
+    max_mod_revision: int = 0
+    min_create_revision: int = 0
+    max_create_revision: int = 0
+    serializable: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,15 +104,33 @@ class Compare:
     range_end: bytes | None = None
 
 
-TxnOp = Put | DeleteRange | Range
-TxnResponse = PutResult | DeleteResult | RangeResult
+@dataclass(frozen=True)
+class Txn:
+    """etcd Txn as one request: if every compare holds, `success` runs, else `failure`,
+    all at one revision. An op may be a Txn itself (etcd 3.3+): every compare of the
+    whole tree is judged against the state before the request (etcd's compareToPath),
+    and a nested txn's result carries revision 0 (its header is empty in etcd)."""
+
+    compare: tuple[Compare, ...] = ()
+    success: tuple[TxnOp, ...] = ()
+    failure: tuple[TxnOp, ...] = ()
+
+
+TxnOp = Put | DeleteRange | Range | Txn
 
 
 @dataclass(frozen=True)
 class TxnResult:
+    """Each response carries the revision at its point of the txn, as etcd stamps it:
+    a Range the store's revision then (head, or head + 1 once the txn wrote), a Put the
+    txn's revision, a DeleteRange the txn's revision if it or an earlier op wrote."""
+
     succeeded: bool
     responses: list[TxnResponse]
     revision: int
+
+
+TxnResponse = PutResult | DeleteResult | RangeResult | TxnResult
 
 
 __all__ = [
@@ -108,10 +141,13 @@ __all__ = [
     "KeyValue",
     "Op",
     "Put",
+    "SortOrder",
+    "SortTarget",
     "PutResult",
     "Range",
     "RangeResult",
     "Target",
+    "Txn",
     "TxnOp",
     "TxnResponse",
     "TxnResult",
@@ -133,20 +169,12 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Txn:
-    """etcd Txn as one request: if every compare holds, `success` runs, else `failure`,
-    all at one revision."""
-
-    compare: tuple[Compare, ...] = ()
-    success: tuple[TxnOp, ...] = ()
-    failure: tuple[TxnOp, ...] = ()
-
-
-@dataclass(frozen=True)
 class Compact:
-    """etcd Compact: compact the history at and below `revision` (value-only)."""
+    """etcd Compact: compact the history at and below `revision` (value-only).
+    `physical`: etcd answers only once the compaction pass is done."""
 
     revision: int
+    physical: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,7 +182,7 @@ class CompactResult:
     revision: int  # header revision: the head when the compaction was scheduled
 
 
-__all__ += ["Compact", "CompactResult", "Txn"]
+__all__ += ["Compact", "CompactResult"]
 
 
 @dataclass(frozen=True)

@@ -97,10 +97,16 @@ def _seen_kv(kv: KeyValue | None, with_value: bool = True) -> Seen:
 
 
 def _read_seen(name: bytes, r: Range, res: RangeResult) -> Seen:
-    """What a read result tells about `name` (None when it does not tell)."""
+    """What a read result tells about `name` (None when it does not tell: a past
+    revision, count-only, a filter that may have dropped it, or a limit that cut the
+    answer before it)."""
     if r.revision != 0 or r.count_only:
         return None
-    if res.more and not (res.kvs and name <= res.kvs[-1].key):
+    if (r.min_mod_revision or r.max_mod_revision or r.min_create_revision
+            or r.max_create_revision):
+        return None
+    by_key = r.sort_target == "key" and r.sort_order != "descend"
+    if res.more and not (by_key and res.kvs and name <= res.kvs[-1].key):
         return None
     for kv in res.kvs:
         if kv.key == name:
@@ -269,16 +275,37 @@ def keys_of(op: Op) -> set[bytes]:
         out.add(req.key)
     if isinstance(req, Txn):
         out |= {c.key for c in req.compare}
-        out |= {o.key for o in (*req.success, *req.failure)}
+        for o in (*req.success, *req.failure):
+            out |= {o.key} if not isinstance(o, Txn) else _txn_keys(o)
     results: list[object] = [res]
-    if isinstance(res, TxnResult):
-        results += list(res.responses)
-    for r in results:
-        if isinstance(r, RangeResult):
-            out |= {kv.key for kv in r.kvs}
-        elif isinstance(r, DeleteResult):
-            out |= {kv.key for kv in r.prev_kvs}
+    pending: list[object] = [res]
+    while pending:
+        got = pending.pop()
+        if isinstance(got, TxnResult):
+            results += list(got.responses)
+            pending += list(got.responses)
+    for one in results:
+        if isinstance(one, RangeResult):
+            out |= {kv.key for kv in one.kvs}
+        elif isinstance(one, DeleteResult):
+            out |= {kv.key for kv in one.prev_kvs}
     return out
+
+
+def _txn_keys(t: Txn) -> set[bytes]:
+    out = {c.key for c in t.compare}
+    for o in (*t.success, *t.failure):
+        out |= {o.key} if not isinstance(o, Txn) else _txn_keys(o)
+    return out
+
+
+def nested(op: Op) -> bool:
+    """A txn with a txn among its ops: not projected per key (its compares are judged
+    before its branches run, on state the projection does not follow); the whole pass
+    checks it."""
+    req = op.args
+    return isinstance(req, Txn) and any(isinstance(o, Txn) for o in (*req.success,
+                                                                       *req.failure))
 
 
 def initial(name: bytes, kvs: Sequence[KeyValue]) -> KeyState:
@@ -289,6 +316,7 @@ def initial(name: bytes, kvs: Sequence[KeyValue]) -> KeyState:
 
 
 __all__ = [
-    "ABSENT", "KeyOp", "KeyState", "covers", "initial", "keys_of", "project", "seen_values",
+    "ABSENT", "KeyOp", "KeyState", "covers", "initial", "keys_of", "nested", "project",
+    "seen_values",
     "step", "written_values",
 ]

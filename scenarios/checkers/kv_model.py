@@ -1,26 +1,28 @@
 """etcd's KV as a sequential model: what one request returns in a given state.
 
-The same semantics as `actors/kv/store.py` (and etcd's `mvcc`), without SQLite:
+The same semantics as `actors/kv/store.py` + `store_txn.py` (etcd 3.4's mvcc and
+applier), without SQLite:
 
-- one revision per request that changes something (a txn with several writes gets
-  one; a delete matching nothing and a read-only txn get none); results carry the header
-  revision (the new one if something changed, else head);
-- Range at revision 0 reads head; above head is ErrFutureRev (checked first), below the
-  compact revision ErrCompacted; reading AT the compact revision is allowed;
+- an empty store is at revision 1 with compact revision -1 (so Compact 0 is accepted);
+  one revision per request that changes something (a txn with several writes gets
+  one; a delete matching nothing and a read-only txn get none);
+- a txn's sub-responses carry the revision at their point of the txn (a Range the old
+  head before the first change and the new revision after it, a Put the new revision,
+  a DeleteRange the new revision once anything changed); a nested txn answers 0;
+- Range: above head is ErrFutureRev (checked first), a revision <= 0 reads head, below
+  the compact revision ErrCompacted; reading AT the compact revision is allowed; every
+  option (sort, filters, limit, count/keys only) as `actors/kv/range_options.py`;
 - Compact(r): r <= compact revision is ErrCompacted, r > head ErrFutureRev; otherwise the
   compact revision becomes r (value-only: what reads at or above it return is unchanged);
-- Txn compares run against head; the chosen branch's reads at a revision are checked
-  before anything is written (a bad one fails the whole txn); reads inside the txn see
-  its earlier writes.
+- Txn: every compare of the tree (nested ones too) is judged against the state before
+  the txn; the Ranges of the chosen path are checked before anything is written (above
+  head ErrFutureRev, below the compact revision, a negative one too, ErrCompacted: the
+  whole txn fails); reads inside the txn see its earlier writes.
 
-Revisions as Sediment numbers them: every request is a raft log entry, and a write's
-revision is the index of its entry (so revisions have gaps where reads, no-ops and
-compactions sit). `apply(state, request, index)` takes that index when it is known:
-the write gets it as its revision, and the state remembers the last index applied, so
-requests must come in log order (an index at or below the last one answers
-`OUT_OF_ORDER`, which matches nothing a client recorded). Without an index a write takes
-the next revision (etcd's numbering, and the best guess for a write whose entry is
-unknown).
+Revisions are etcd's. A request may also carry the raft `index` of its log entry
+(Sediment's histories know it): `apply(state, request, index)` then takes requests in
+log order only (an index at or below the last one answers `OUT_OF_ORDER`, which matches
+nothing a client recorded); the index never gives the revision.
 
 States are immutable and hashable (the search memoises them). A state keeps, per key,
 only the versions a later read can still ask for: the latest one at or below the
@@ -33,9 +35,11 @@ it can never be observed again, so dropping them keeps the memoisation sound.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
+from sediment.actors.kv.range_options import shape
+from sediment.actors.kv.store_txn import Plan
 from sediment.actors.kv.types import (
     ALL_KEYS,
     Compact,
@@ -43,6 +47,7 @@ from sediment.actors.kv.types import (
     Compare,
     DeleteRange,
     DeleteResult,
+    Event,
     KeyValue,
     Put,
     PutResult,
@@ -102,8 +107,19 @@ class KvState:
         return f"KvState(head={self.head}, compact={self.compact}, keys={len(self.names)})"
 
 
-EMPTY = KvState(0, 0, (), ())
+FIRST_REVISION = 1  # etcd: an empty store
+NO_COMPACTION = -1  # etcd's compact revision before any compaction
+EMPTY = KvState(FIRST_REVISION, NO_COMPACTION, (), ())
+
+
+@dataclass(frozen=True)
+class UnknownWrite:
+    """A committed request whose content is unknown but that is known to have taken one
+    revision (a log entry no member still held, mapped to its revision): the model
+    moves the head on so later writes keep their numbers, and changes no key."""
+
 OUT_OF_ORDER = Failure("OutOfOrder", "a log index at or below one already applied")
+UNKNOWN = Failure("Unknown", "the request is not known (only the revision it took)")
 
 
 def _visible(hist: History, at: int) -> Version | None:
@@ -155,11 +171,12 @@ class KvModel:
         revs = [r.revision for req in requests for r in _reads(req) if r.revision > 0]
         return cls(min(revs) if revs else None)
 
-    def initial(self, head: int = 0, kvs: Sequence[KeyValue] = ()) -> KvState:
-        """The state a run starts from (default: an empty store at revision 0)."""
+    def initial(self, head: int = FIRST_REVISION, kvs: Sequence[KeyValue] = (),
+                compact: int = NO_COMPACTION) -> KvState:
+        """The state a run starts from (default: an empty store at revision 1)."""
         rows = sorted((kv.key, ((kv.mod_revision, kv.create_revision, kv.version, kv.value),))
                       for kv in kvs)
-        return KvState(head, 0, tuple(k for k, _ in rows), tuple(h for _, h in rows))
+        return KvState(head, compact, tuple(k for k, _ in rows), tuple(h for _, h in rows))
 
     # ---- reads ----
 
@@ -172,67 +189,81 @@ class KvModel:
             return Failure(ERR_FUTURE_REV)
         at = s.head if revision <= 0 else revision
         if at < s.compact:
-            return Failure(ERR_COMPACTED, compact_revision=s.compact)
+            return _compacted(s)
         return at
 
-    def _range(
-        self,
-        names: Sequence[bytes],
-        hists: Sequence[History],
-        r: Range,
-        at: int,
-        header: int,
-    ) -> RangeResult:
-        kvs = _live(names, hists, r.key, r.range_end, at)
-        count = len(kvs)
-        if r.count_only:
-            return RangeResult([], count, False, header)
-        more = bool(r.limit) and count > r.limit
-        if more:
-            kvs = kvs[: r.limit]
-        if r.keys_only:
-            kvs = [replace(kv, value=b"") for kv in kvs]
-        return RangeResult(kvs, count, more, header)
+    def _range(self, names: Sequence[bytes], hists: Sequence[History], r: Range, at: int,
+               header: int) -> RangeResult:
+        return shape(_live(names, hists, r.key, r.range_end, at), r, header)[0]
 
     # ---- the step ----
 
     def apply(
         self, s: KvState, req: Request, index: int | None = None
     ) -> tuple[KvState, Result | Failure]:
-        """Run one request (at log `index`, when known): the next state and what the
-        store answers."""
+        """Run one request (its log entry at `index`, when known): the next state and
+        what the store answers."""
+        nxt, out, _ = self.step(s, req, index)
+        return nxt, out
+
+    def step(
+        self, s: KvState, req: Request | UnknownWrite, index: int | None = None
+    ) -> tuple[KvState, Result | Failure, list[Event]]:
+        """`apply`, and the events the request made (what a watch of everything sees
+        at its revision, in etcd's order, with prev_kv)."""
         if index is not None:
-            if index <= s.index or index <= s.head:
-                return s, OUT_OF_ORDER
+            if index <= s.index:
+                return s, OUT_OF_ORDER, []
             s = KvState(s.head, s.compact, s.names, s.hists, index)
-        rev = index if index is not None else max(s.head, s.index) + 1
+        if isinstance(req, UnknownWrite):
+            return KvState(s.head + 1, s.compact, s.names, s.hists, s.index), UNKNOWN, []
         if isinstance(req, Range):
             at = self._read_rev(s, req.revision)
             if isinstance(at, Failure):
-                return s, at
-            return s, self._range(s.names, s.hists, req, at, s.head)
+                return s, at, []
+            return s, self._range(s.names, s.hists, req, at, s.head), []
         if isinstance(req, Compact):
             if req.revision <= s.compact:
-                return s, Failure(ERR_COMPACTED, compact_revision=s.compact)
+                return s, _compacted(s), []
             if req.revision > s.head:
-                return s, Failure(ERR_FUTURE_REV)
+                return s, Failure(ERR_FUTURE_REV), []
             trimmed = self._trimmed(s.head, req.revision, s.names, s.hists, s.index)
-            return trimmed, CompactResult(s.head)
+            return trimmed, CompactResult(s.head), []
         if isinstance(req, Txn):
-            return self._txn(s, req, rev)
-        nxt, responses, _ = self._write(s, (req,), rev)
-        return nxt, responses[0]
+            return self._txn(s, req)
+        run = _Run(s, list(s.names), list(s.hists))
+        self._ops(run, (req,), iter(()))
+        return self._done(run), run.out[0], run.events
 
-    def _txn(self, s: KvState, t: Txn, rev: int) -> tuple[KvState, Result | Failure]:
-        succeeded = all(self._compare(s, c) for c in t.compare)
-        ops = t.success if succeeded else t.failure
+    def _txn(self, s: KvState, t: Txn) -> tuple[KvState, Result | Failure, list[Event]]:
+        path = self._plan(s, t)
+        ops = _branch(t, path)
+        bad = self._check_reads(s, ops, path)
+        if bad is not None:
+            return s, bad, []
+        run = _Run(s, list(s.names), list(s.hists))
+        self._ops(run, ops, iter(path.nested))
+        return self._done(run), TxnResult(path.succeeded, run.out, run.now()), run.events
+
+    def _plan(self, s: KvState, t: Txn) -> Plan:
+        ok = all(self._compare(s, c) for c in t.compare)
+        return Plan(ok, tuple(self._plan(s, op) for op in (t.success if ok else t.failure)
+                              if isinstance(op, Txn)))
+
+    def _check_reads(self, s: KvState, ops: Sequence[TxnOp], path: Plan) -> Failure | None:
+        nested = iter(path.nested)
         for op in ops:
-            if isinstance(op, Range) and op.revision:
-                at = self._read_rev(s, op.revision)
-                if isinstance(at, Failure):
-                    return s, at
-        nxt, responses, header = self._write(s, ops, rev)
-        return nxt, TxnResult(succeeded, responses, header)
+            if isinstance(op, Range) and op.revision != 0:
+                if op.revision > s.head:
+                    return Failure(ERR_FUTURE_REV)
+                if op.revision < s.compact:
+                    return _compacted(s)
+            elif isinstance(op, Txn):
+                child = next(nested)
+                bad = self._check_reads(s, _branch(op, child), child)
+                if bad is not None:
+                    return bad
+        return None
 
     def _compare(self, s: KvState, c: Compare) -> bool:
         kvs = self.live(s, c.key, c.range_end, s.head)
@@ -240,15 +271,10 @@ class KvModel:
             return False if c.target == "value" else _cmp(0, c.op, c.value)
         return all(_cmp(getattr(kv, c.target), c.op, c.value) for kv in kvs)
 
-    def _write(
-        self, s: KvState, ops: Sequence[TxnOp], rev: int
-    ) -> tuple[KvState, list[TxnResponse], int]:
-        """Apply ops at revision `rev` (store._write): the entry's index when known, else
-        the next one; the header is that revision if anything changed, else head, and
-        the state is unchanged when nothing did."""
-        names, hists = list(s.names), list(s.hists)
-        changed = 0
-        out: list[TxnResponse] = []
+    def _ops(self, run: _Run, ops: Sequence[TxnOp], nested: Iterator[Plan]) -> None:
+        """Apply ops at the next revision (store_txn's rules)."""
+        rev = run.state.head + 1
+        names, hists = run.names, run.hists
         for op in ops:
             if isinstance(op, Put):
                 i = bisect.bisect_left(names, op.key)
@@ -257,26 +283,40 @@ class KvModel:
                     hists.insert(i, ())
                 prev = _visible(hists[i], rev)
                 create, version = (prev[1], prev[2] + 1) if prev else (rev, 1)
+                # a watch's prev_kv (etcd): the key at the revision before, none for a put
+                # that creates it
+                before = _visible(hists[i], rev - 1) if create != rev else None
                 hists[i] = (*hists[i], (rev, create, version, op.value))
-                changed += 1
-                prev_kv = _kv(op.key, prev) if op.prev_kv and prev else None
-                out.append(PutResult(rev, prev_kv))
+                run.events.append(Event("put", _kv(op.key, hists[i][-1]),
+                                        _kv(op.key, before) if before else None))
+                run.changes += 1
+                run.out.append(PutResult(rev, _kv(op.key, prev) if op.prev_kv and prev else None))
             elif isinstance(op, DeleteRange):
                 gone = _live(names, hists, op.key, op.range_end, rev)
                 for kv in gone:
                     i = bisect.bisect_left(names, kv.key)
+                    before = _visible(hists[i], rev - 1)
                     hists[i] = (*hists[i], (rev, 0, 0, None))
-                changed += len(gone)
-                out.append(DeleteResult(rev, len(gone), gone if op.prev_kv else []))
+                    run.events.append(Event("delete", KeyValue(kv.key, b"", 0, rev, 0),
+                                            _kv(kv.key, before) if before else None))
+                run.changes += len(gone)
+                run.out.append(DeleteResult(run.now(), len(gone), gone if op.prev_kv else []))
+            elif isinstance(op, Range):
+                now = run.now()
+                at = op.revision if op.revision > 0 else now
+                run.out.append(self._range(names, hists, op, at, now))
             else:
-                at = rev if op.revision == 0 else op.revision
-                out.append(self._range(names, hists, op, at, 0))
-        header = rev if changed else s.head
-        responses = [replace(r, revision=header) for r in out]
-        if not changed:
-            return s, responses, header
-        index = max(s.index, rev)
-        return self._trimmed(rev, s.compact, tuple(names), tuple(hists), index), responses, header
+                child = next(nested)
+                outer, run.out = run.out, []
+                self._ops(run, _branch(op, child), iter(child.nested))
+                outer.append(TxnResult(child.succeeded, run.out, 0))
+                run.out = outer
+
+    def _done(self, run: _Run) -> KvState:
+        s = run.state
+        if not run.changes:
+            return s
+        return self._trimmed(s.head + 1, s.compact, tuple(run.names), tuple(run.hists), s.index)
 
     def _trimmed(
         self, head: int, compact: int, names: tuple[bytes, ...], hists: tuple[History, ...],
@@ -291,6 +331,29 @@ class KvModel:
                 new_names.append(name)
                 new_hists.append(h)
         return KvState(head, compact, tuple(new_names), tuple(new_hists), index)
+
+
+@dataclass
+class _Run:
+    """One write request being applied: the state before it, the keys as they change."""
+
+    state: KvState
+    names: list[bytes]
+    hists: list[History]
+    changes: int = 0
+    out: list[TxnResponse] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)  # in change order (etcd's sub)
+
+    def now(self) -> int:
+        return self.state.head + 1 if self.changes else self.state.head
+
+
+def _branch(t: Txn, path: Plan) -> tuple[TxnOp, ...]:
+    return t.success if path.succeeded else t.failure
+
+
+def _compacted(s: KvState) -> Failure:
+    return Failure(ERR_COMPACTED, compact_revision=max(0, s.compact))
 
 
 def _trim(hist: History, keep_from: int | None) -> History:
@@ -308,11 +371,12 @@ def _trim(hist: History, keep_from: int | None) -> History:
     return h
 
 
-def _reads(req: Request) -> list[Range]:
+def _reads(req: Request | TxnOp) -> list[Range]:
+    """Every Range of a request, nested txns' too."""
     if isinstance(req, Range):
         return [req]
     if isinstance(req, Txn):
-        return [op for op in (*req.success, *req.failure) if isinstance(op, Range)]
+        return [r for op in (*req.success, *req.failure) for r in _reads(op)]
     return []
 
 
@@ -332,5 +396,5 @@ def is_read_only(req: Request) -> bool:
     return isinstance(req, Range)
 
 
-__all__ = ["ALL_KEYS", "EMPTY", "OUT_OF_ORDER", "KvModel", "KvState", "Version", "is_read_only",
-           "matches"]
+__all__ = ["ALL_KEYS", "EMPTY", "FIRST_REVISION", "NO_COMPACTION", "OUT_OF_ORDER", "UNKNOWN",
+           "KvModel", "KvState", "UnknownWrite", "Version", "is_read_only", "matches"]

@@ -20,11 +20,10 @@ P-compositional as a whole):
 Both searches are bounded (`budget` steps; at most PER_KEY_BUDGET for a key, which
 then only leaves the decision to the whole pass); past it the result is "unknown".
 
-Sediment numbers revisions by raft log index (a write's revision is its entry's index),
-so an operation may carry the `index` of its entry (`Op.index`): the model then gives
-the write that revision and takes indexed operations in log order only (see
-`kv_model.py`). Operations without an index get etcd's numbering (the next revision),
-which is what histories of an etcd-like store need.
+Revisions are etcd's (the model numbers them: one per request that changes something).
+An operation of a Sediment run may also carry the raft `index` of its entry (`Op.index`):
+the model then takes indexed operations in log order only (see `kv_model.py`); a
+history recorded from a real etcd has no index.
 
 Indeterminate operations stay candidates forever, so the whole pass uses what revisions
 prove to keep them in check, without losing any linearization that exists (each rule is
@@ -62,7 +61,13 @@ from sediment.actors.kv.types import (
     TxnResult,
 )
 from sediment.scenarios.checkers import key_model
-from sediment.scenarios.checkers.kv_model import OUT_OF_ORDER, KvModel, KvState, matches
+from sediment.scenarios.checkers.kv_model import (
+    FIRST_REVISION,
+    OUT_OF_ORDER,
+    KvModel,
+    KvState,
+    matches,
+)
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 from sediment.scenarios.checkers.wgl import (
     DEFAULT_BUDGET,
@@ -91,9 +96,9 @@ MAX_EVIDENCE = 12  # operations shown when the evidence could not be shrunk furt
 
 @dataclass(frozen=True)
 class Start:
-    """The store when the run began (default: empty at revision 0)."""
+    """The store when the run began (default: empty, at etcd's first revision 1)."""
 
-    head: int = 0
+    head: int = FIRST_REVISION
     kvs: tuple[KeyValue, ...] = ()
 
     @classmethod
@@ -217,10 +222,23 @@ def _claimed(op: Op) -> int | None:
     if isinstance(res, DeleteResult):
         return res.revision if res.deleted else None
     if isinstance(res, TxnResult):
-        wrote = any(isinstance(r, PutResult) or (isinstance(r, DeleteResult) and r.deleted)
-                    for r in res.responses)
-        return res.revision if wrote else None
+        return res.revision if _txn_wrote(res) else None
     return None
+
+
+def _txn_wrote(res: TxnResult) -> bool:
+    return any(isinstance(r, PutResult) or (isinstance(r, DeleteResult) and r.deleted)
+               or (isinstance(r, TxnResult) and _txn_wrote(r)) for r in res.responses)
+
+
+def _flat(results: Sequence[object]) -> list[object]:
+    """Results with every nested txn's responses in place."""
+    out: list[object] = []
+    for r in results:
+        out.append(r)
+        if isinstance(r, TxnResult):
+            out += _flat(r.responses)
+    return out
 
 
 def _observed(op: Op) -> int:
@@ -239,7 +257,7 @@ def _reads(req: object) -> list[Range]:
     if isinstance(req, Range):
         return [req]
     if isinstance(req, Txn):
-        return [o for o in (*req.success, *req.failure) if isinstance(o, Range)]
+        return [r for o in (*req.success, *req.failure) for r in _reads(o)]
     return []
 
 
@@ -259,11 +277,15 @@ def _floating_compact(op: Op) -> bool:
 
 
 def _written(op: Op) -> set[tuple[bytes, bytes]]:
-    req = op.args
-    puts = [req] if isinstance(req, Put) else [
-        o for o in (*req.success, *req.failure) if isinstance(o, Put)
-    ] if isinstance(req, Txn) else []
-    return {(p.key, p.value) for p in puts}
+    return {(p.key, p.value) for p in _puts(op.args)}
+
+
+def _puts(req: object) -> list[Put]:
+    if isinstance(req, Put):
+        return [req]
+    if isinstance(req, Txn):
+        return [p for o in (*req.success, *req.failure) for p in _puts(o)]
+    return []
 
 
 def _observed_values(ops: Sequence[tuple[int, Op, bool]]) -> frozenset[tuple[bytes, bytes]]:
@@ -273,8 +295,7 @@ def _observed_values(ops: Sequence[tuple[int, Op, bool]]) -> frozenset[tuple[byt
         if weak or op.outcome != "ok":
             continue
         res = op.result
-        results = [res, *res.responses] if isinstance(res, TxnResult) else [res]
-        for r in results:
+        for r in _flat([res]):
             kvs = (r.kvs if isinstance(r, RangeResult) else r.prev_kvs
                    if isinstance(r, DeleteResult) else [r.prev_kv]
                    if isinstance(r, PutResult) and r.prev_kv else [])
@@ -335,6 +356,9 @@ def _per_key(
 ) -> CheckResult | None:
     """The first key whose projection is not linearizable, as a violation; None if
     none is found (unknown keys are noted, the whole pass still decides)."""
+    if any(key_model.nested(op) for _, op, _ in ops):
+        notes.append("nested txns: the per-key pass is skipped")
+        return None
     keys: set[bytes] = {kv.key for kv in start.kvs}
     for _, op, _ in ops:
         keys |= key_model.keys_of(op)

@@ -4,7 +4,8 @@ compaction; #15271: a watch travelled back in time after a partition).
 Rules, each with the operations that break it:
 - client: the header revisions a client gets never decrease (a client runs one
   operation at a time), so a reader never sees a head below a revision it already had
-  acknowledged — and an ErrFutureRev for a revision it already saw is wrong;
+  acknowledged — and an ErrFutureRev is wrong when no revision the request asked for
+  (in either branch of a txn) is above one the client already saw;
 - watch: a watch's response headers and event revisions never decrease;
 - compact: the compact revision never decreases in real time. It is observed by a
   successful Compact (at least r after it), an ErrCompacted (exactly its revision,
@@ -12,8 +13,10 @@ Rules, each with the operations that break it:
   and a successful read at a past
   revision (the compact revision was at most that revision, inside the call). Once a
   compact revision c is established, a later call (invoked after) must not see a smaller
-  one, a read below c must not succeed, a Compact to c or below must not succeed, and no
-  header may be below c (head >= compact revision).
+  one, a read below c must not succeed (the reads that ran: a txn's other branch did
+  not), a Compact to c or below must not succeed, no header may be below c (head >=
+  compact revision), and a watch opened later from below c is canceled, never served
+  an event below c (etcd cancels it with the compact revision).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sediment.actors.kv.types import Compact, Range, Txn
+from sediment.actors.kv.types import Compact, Range, Txn, TxnResult
 from sediment.scenarios.checkers.result import CheckResult, Evidence, passed, violated
 from sediment.scenarios.history import ERR_COMPACTED, ERR_FUTURE_REV, History, Op
 
@@ -45,12 +48,34 @@ def _header(op: Op) -> int | None:
 
 
 def _read_revisions(op: Op) -> list[int]:
-    """Explicit past revisions an op read at."""
-    r = op.args
+    """The past revisions an op that succeeded read at: a Range's, or those of the
+    Ranges on the txn's path (the branch each txn ran, from its result; the other
+    branch's reads never ran). A revision <= 0 reads at head (etcd), so it is none."""
+    r, res = op.args, op.result
     if isinstance(r, Range):
-        return [r.revision] if r.revision else []
-    if isinstance(r, Txn):
-        return [o.revision for o in (*r.success, *r.failure) if isinstance(o, Range) and o.revision]
+        return [r.revision] if r.revision > 0 else []
+    if isinstance(r, Txn) and isinstance(res, TxnResult):
+        return _path_reads(r, res)
+    return []
+
+
+def _path_reads(t: Txn, res: TxnResult) -> list[int]:
+    out = []
+    for o, got in zip(t.success if res.succeeded else t.failure, res.responses, strict=False):
+        if isinstance(o, Range) and o.revision > 0:
+            out.append(o.revision)
+        elif isinstance(o, Txn) and isinstance(got, TxnResult):
+            out += _path_reads(o, got)
+    return out
+
+
+def _asked_revisions(req: object) -> list[int]:
+    """Every revision a request asked for (a Compact's; every Range of both branches of
+    every txn: which of them ran is unknown when the request failed)."""
+    if isinstance(req, Range | Compact):
+        return [req.revision] if req.revision > 0 else []
+    if isinstance(req, Txn):
+        return [r for o in (*req.success, *req.failure) for r in _asked_revisions(o)]
     return []
 
 
@@ -64,9 +89,13 @@ def _clients(history: History) -> Iterator[Problem]:
             if h is not None and h < rev:
                 yield Problem("client", f"c{op.client} saw revision {rev}, then header {h}",
                               (where, op))
-            if op.error == ERR_FUTURE_REV and any(r <= rev for r in _read_revisions(op)):
+            asked = _asked_revisions(op.args)
+            # ErrFutureRev is wrong only if no revision the request could have read at is
+            # above what the client had seen (a txn's other reads may be older: fine)
+            if op.error == ERR_FUTURE_REV and (not asked or max(asked) <= rev):
+                shown = f"revision {max(asked)}" if asked else "no past revision"
                 yield Problem("client", f"c{op.client} saw revision {rev}, then ErrFutureRev "
-                              f"for revision {min(_read_revisions(op))}", (where, op))
+                              f"for {shown}", (where, op))
         h = _header(op)
         if h is not None and (seen is None or h > seen[0]):
             best[op.client] = (h, op)
@@ -153,6 +182,14 @@ def _compact(history: History, local_watches: bool = False) -> Iterator[Problem]
                           "is below it", (fact.source, op))
     for w in history.watches if not local_watches else ():
         fact = established(w.open_t)
+        if fact is not None and 0 < w.start_revision < fact.at_least:
+            below = [e.kv.mod_revision for r in w.responses for e in r.events
+                     if e.kv.mod_revision < fact.at_least]
+            if below:
+                yield Problem("compact", f"compact revision {fact.at_least} was established, "
+                              f"then watch {w.handle} opened from {w.start_revision} was "
+                              f"served an event at {min(below)} instead of being canceled",
+                              (fact.source, w))
         if fact is not None and w.end_reason == "compacted" and 0 < w.compact_revision < (
             fact.at_least
         ):

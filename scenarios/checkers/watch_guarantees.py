@@ -23,7 +23,6 @@ from sediment.actors.kv.types import (
     DeleteRange,
     DeleteResult,
     Event,
-    KeyValue,
     Put,
     PutResult,
     Txn,
@@ -31,7 +30,7 @@ from sediment.actors.kv.types import (
 )
 from sediment.actors.kv.watch_checker import Cancellation, Response, WatchRecord
 from sediment.actors.kv.watch_checker import check as check_watches
-from sediment.scenarios.checkers.kv_model import KvModel, KvState
+from sediment.scenarios.checkers.kv_model import FIRST_REVISION, KvModel, UnknownWrite
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 from sediment.scenarios.history import History, Op, Request, WatchLog
 
@@ -58,12 +57,13 @@ def _write_revision(op: Op) -> int | None:
     if isinstance(op.args, DeleteRange) and isinstance(res, DeleteResult):
         return res.revision if res.deleted else None
     if isinstance(op.args, Txn) and isinstance(res, TxnResult):
-        ops = op.args.success if res.succeeded else op.args.failure
-        wrote = any(isinstance(o, Put) for o in ops) or any(
-            isinstance(r, DeleteResult) and r.deleted for r in res.responses
-        )
-        return res.revision if wrote else None
+        return res.revision if _wrote(res) else None
     return None
+
+
+def _wrote(res: TxnResult) -> bool:
+    return any(isinstance(r, PutResult) or (isinstance(r, DeleteResult) and r.deleted)
+               or (isinstance(r, TxnResult) and _wrote(r)) for r in res.responses)
 
 
 def committed_events(history: History) -> tuple[list[Event], int] | None:
@@ -79,48 +79,34 @@ def committed_events(history: History) -> tuple[list[Event], int] | None:
     headers = [r.revision for w in history.watches for r in w.responses]
     headers += [h for op in history.ops if op.outcome == "ok"
                 for h in [getattr(op.result, "revision", 0)] if isinstance(h, int)]
-    head = max([*writes, *headers], default=0)
-    if sorted(writes) != list(range(1, head + 1)):
+    head = max([*writes, *headers], default=FIRST_REVISION)
+    if sorted(writes) != list(range(FIRST_REVISION + 1, head + 1)):
         return None
     model = KvModel()
     state = model.initial()
     events: list[Event] = []
-    for rev in range(1, head + 1):
-        nxt, _ = model.apply(state, writes[rev].args)
+    for rev in range(FIRST_REVISION + 1, head + 1):
+        nxt, _, made = model.step(state, writes[rev].args)
         if nxt.head != rev:
             return None
-        events += _diff(model, state, nxt, rev)
+        events += made
         state = nxt
     return events, head
 
 
-def log_events(entries: Sequence[tuple[int, Request]]) -> tuple[list[Event], int]:
-    """The committed history of a log whose write revisions are entry indexes
-    (Sediment's): (index, request) pairs applied in index order, the events their writes
-    made, and the head. Requests that write nothing (reads, Compacts) only take an
-    index."""
+def log_events(entries: Sequence[tuple[int, Request | UnknownWrite]]
+               ) -> tuple[list[Event], int]:
+    """The committed history of a log: (index, request) pairs applied in index order
+    (Sediment's raft log), the events their writes made (revisions numbered as etcd
+    does, one revision's events in the order the request made them) and the head
+    revision. Requests that write nothing (reads, Compacts) take no revision."""
     model = KvModel()
     state = model.initial()
     events: list[Event] = []
     for index, request in sorted(entries, key=lambda e: e[0]):
-        nxt, _ = model.apply(state, request, index)
-        if nxt.head == index and state.head != index:
-            events += _diff(model, state, nxt, index)
-        state = nxt
+        state, _, made = model.step(state, request, index)
+        events += made
     return events, state.head
-
-
-def _diff(model: KvModel, before: KvState, after: KvState, rev: int) -> list[Event]:
-    old = {kv.key: kv for kv in model.live(before, b"\0", b"\0", before.head)}
-    new = {kv.key: kv for kv in model.live(after, b"\0", b"\0", after.head)}
-    out = []
-    for key in sorted(old.keys() | new.keys()):
-        was, now = old.get(key), new.get(key)
-        if now is not None and now.mod_revision == rev:
-            out.append(Event("put", now, was))
-        elif now is None and was is not None:
-            out.append(Event("delete", KeyValue(key, b"", 0, rev, 0), was))
-    return out
 
 
 def _forgive_compacted_prev(

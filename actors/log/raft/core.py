@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sediment.actors.log.raft import election, replication, snapshot_install
+from sediment.actors.log.raft import election, reads, replication, snapshot_install
 from sediment.actors.log.raft.protocol import (
     Dropped,
     Effect,
@@ -21,7 +21,10 @@ from sediment.actors.log.raft.protocol import (
     Persisted,
     PersistHardState,
     Propose,
+    ProposeBatch,
+    ReadIndex,
     Receive,
+    Ref,
     Reply,
     Send,
     SnapshotInstalled,
@@ -107,7 +110,13 @@ def step(state: RaftState, event: Event) -> tuple[RaftState, list[Effect]]:
             _on_message(s, msg, now, out)
         case Propose():
             s.now = event.now
-            _on_propose(s, event, out)
+            _on_propose(s, ((event.command, event.ref),), out)
+        case ProposeBatch():
+            s.now = event.now
+            _on_propose(s, event.items, out)
+        case ReadIndex():
+            s.now = event.now
+            reads.on_read_index(s, event.refs, out)
         case Persisted(index=index, term=term):
             replication.on_persisted(s, index, term, out)
         case SnapshotTaken(index=index, term=term):
@@ -119,6 +128,11 @@ def step(state: RaftState, event: Event) -> tuple[RaftState, list[Effect]]:
         case _:
             raise RaftProtocolError(f"not a raft event: {event!r}")
     replication.apply_committed(s, out)
+    if s.reads:
+        if s.role == "leader":
+            reads.release(s, out)
+        else:
+            reads.step_down(s, out)
     return s, _effects(state, s, out)
 
 
@@ -130,6 +144,8 @@ def wakeup_at(state: RaftState) -> float:
     due = s.heartbeat_due
     if s.config.check_quorum:
         due = min(due, s.quorum_due)
+    if s.commit_notify_due is not None:
+        due = min(due, s.commit_notify_due)
     return due
 
 
@@ -158,6 +174,8 @@ def _on_tick(s: RaftState, now: float, out: Out) -> None:
     if now >= s.heartbeat_due:
         s.heartbeat_due = now + s.config.heartbeat_interval
         replication.heartbeat(s, now, out)
+    if s.commit_notify_due is not None and now >= s.commit_notify_due:
+        replication.notify_commit(s, now, out)
 
 
 def _check_quorum(s: RaftState, now: float) -> bool:
@@ -222,17 +240,22 @@ def _from_leader(
         snapshot_install.on_install_snapshot(s, msg, out)
 
 
-def _on_propose(s: RaftState, ev: Propose, out: Out) -> None:
-    if ev.command is None:
+def _on_propose(s: RaftState, items: Sequence[tuple[object, Ref]], out: Out) -> None:
+    """Append every proposal of the batch as one log write and one AppendEntries round;
+    beyond `max_pending` outstanding proposals the rest are Dropped (retry later)."""
+    if any(command is None for command, _ in items):
         raise RaftProtocolError("a command must not be None (None is the leader's no-op)")
     if s.role != "leader":
-        out.replies.append(Reply(ev.ref, NotLeader(s.leader)))
+        out.replies.extend(Reply(ref, NotLeader(s.leader)) for _, ref in items)
         return
-    if len(s.pending) >= s.config.max_pending:
-        out.replies.append(Reply(ev.ref, Dropped(None)))
+    room = max(0, s.config.max_pending - len(s.pending))
+    taken = items[:room]
+    out.replies.extend(Reply(ref, Dropped(None)) for _, ref in items[room:])
+    if not taken:
         return
-    entry = replication.leader_append(s, ev.command, ev.now, out)
-    s.pending[entry.index] = (entry.term, ev.ref)
+    entries = replication.leader_append_all(s, tuple(c for c, _ in taken), s.now, out)
+    for entry, (_, ref) in zip(entries, taken, strict=True):
+        s.pending[entry.index] = (entry.term, ref)
     replication.broadcast(s, out)
     replication.maybe_commit(s, out)
 

@@ -109,6 +109,8 @@ def become_leader(s: RaftState, now: float, out: Out) -> None:
     s.install = None
     s.ack_pending = False
     s.election_deadline = None
+    s.read_round, s.reads = 0, ()  # read rounds count per leader
+    s.commit_notify_due = None
     s.heartbeat_due = now + s.config.heartbeat_interval
     s.quorum_due = now + s.config.election_timeout[0]
     s.progress = {peer: Progress(next=last_index(s) + 1) for peer in s.others}

@@ -93,10 +93,32 @@ class SnapshotSendFailed:
     snapshot_index: int
 
 
+@dataclass(frozen=True, slots=True)
+class ProposeBatch:
+    """Every proposal the shell found waiting, appended as one batch: one log append and
+    one AppendEntries per follower for all of them (bounded by the shell)."""
+
+    items: tuple[tuple[object, Ref], ...]  # (command, ref)
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndex:
+    """Linearizable reads waiting (raft thesis §6.4): answered `ReadReady(index)` once a
+    heartbeat round sent after they arrived was acknowledged by a quorum (so this member
+    still led when they arrived) and the machine applied through the commit index of
+    that moment. One round serves every read of the batch."""
+
+    refs: tuple[Ref, ...]
+    now: float
+
+
 Event = (
     Tick
     | Receive
     | Propose
+    | ProposeBatch
+    | ReadIndex
     | Persisted
     | SnapshotTaken
     | SnapshotInstalled
@@ -131,7 +153,14 @@ class Unknown:
     index: int
 
 
-Result = Committed | NotLeader | Dropped | Unknown
+@dataclass(frozen=True, slots=True)
+class ReadReady:
+    """A read may be served from the machine now: it has applied through `index`."""
+
+    index: int
+
+
+Result = Committed | NotLeader | Dropped | Unknown | ReadReady
 
 # ---- effects ----------------------------------------------------------------------------
 
@@ -265,6 +294,9 @@ __all__ = [
     "Persisted",
     "PersistHardState",
     "Propose",
+    "ProposeBatch",
+    "ReadIndex",
+    "ReadReady",
     "Receive",
     "Ref",
     "Reply",

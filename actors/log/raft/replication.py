@@ -42,13 +42,28 @@ from sediment.actors.log.raft.types import AppendEntries, AppendReply, Entry, No
 
 def leader_append(s: RaftState, command: object, now: float, out: Out) -> Entry:
     """Append to our own log; it counts toward commit once Persisted says it is durable."""
-    entry = Entry(last_index(s) + 1, s.term, now, command)
-    s.entries = (*s.entries, entry)
-    out.storage.append(AppendToLog((entry,)))
-    return entry
+    return leader_append_all(s, (command,), now, out)[0]
 
 
-def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
+def leader_append_all(s: RaftState, commands: tuple[object, ...], now: float,
+                      out: Out) -> tuple[Entry, ...]:
+    """Append a batch of commands as one log write (one fsync covers them all)."""
+    first = last_index(s) + 1
+    entries = tuple(Entry(first + k, s.term, now, c) for k, c in enumerate(commands))
+    s.entries = (*s.entries, *entries)
+    out.storage.append(AppendToLog(entries))
+    return entries
+
+
+def send_to(s: RaftState, peer: NodeId, msg: AppendEntries, out: Out) -> None:
+    """Send an AppendEntries; it tells `peer` the commit index."""
+    out.sends.append(Send(peer, msg))
+    pr = s.progress[peer]
+    if pr.commit_sent != msg.leader_commit:
+        s.progress[peer] = replace(pr, commit_sent=msg.leader_commit)
+
+
+def heartbeat_msg(s: RaftState, peer: NodeId, ack: bool = True) -> AppendEntries:
     """An empty AppendEntries after the follower's match index: it acked that prefix as
     durable, so the heartbeat cannot fail, and it re-verifies the prefix for a follower
     that restarted meanwhile (and lost what it had verified). (0, 0), the empty prefix,
@@ -56,8 +71,37 @@ def heartbeat_msg(s: RaftState, peer: NodeId) -> AppendEntries:
     match = s.progress[peer].match
     prev = term_at(s, match)
     if prev is None:
-        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit)
-    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit)
+        return AppendEntries(s.config.group, s.term, s.me, 0, 0, (), s.commit, s.read_round,
+                             ack)
+    return AppendEntries(s.config.group, s.term, s.me, match, prev, (), s.commit, s.read_round,
+                         ack)
+
+
+def nudge(s: RaftState, peer: NodeId, out: Out, ack: bool = True) -> None:
+    """Send `peer` what it may get now, or else a heartbeat: it learns the commit index and
+    the read round at once. A heartbeat for the commit alone (`ack` False) is not
+    answered."""
+    if not send_append(s, peer, out) and s.progress[peer].state != "snapshot":
+        send_to(s, peer, heartbeat_msg(s, peer, ack), out)
+
+
+def notify_commit(s: RaftState, now: float, out: Out) -> None:
+    """Followers whose last message from us carried an older commit index learn the new
+    one (a follower applies, and serves its reads and watches, only what it knows is
+    committed). Run `commit_notify_delay` after the commit advanced: under load the next
+    AppendEntries carries it first, at no cost."""
+    s.commit_notify_due = None
+    for peer in s.others:
+        if s.progress[peer].commit_sent < s.commit:
+            nudge(s, peer, out, ack=False)
+
+
+def commit_advanced(s: RaftState, out: Out) -> None:
+    """The leader's commit moved: announce it now, or by `commit_notify_delay`."""
+    if s.config.commit_notify_delay <= 0:
+        notify_commit(s, s.now, out)
+    elif s.commit_notify_due is None:
+        s.commit_notify_due = s.now + s.config.commit_notify_delay
 
 
 def start_snapshot(s: RaftState, peer: NodeId, out: Out) -> None:
@@ -88,8 +132,9 @@ def send_append(s: RaftState, peer: NodeId, out: Out) -> bool:
     prev_term = term_at(s, prev)
     assert prev_term is not None, (prev, s.snap_index)
     entries = entries_between(s, prev + 1, hi) if hi > prev else ()
-    msg = AppendEntries(s.config.group, s.term, s.me, prev, prev_term, entries, s.commit)
-    out.sends.append(Send(peer, msg))
+    msg = AppendEntries(s.config.group, s.term, s.me, prev, prev_term, entries, s.commit,
+                        s.read_round)
+    send_to(s, peer, msg, out)
     if pr.state == "replicate":
         s.progress[peer] = replace(pr, next=hi + 1, inflight=(*pr.inflight, hi))
     else:
@@ -121,7 +166,7 @@ def heartbeat(s: RaftState, now: float, out: Out) -> None:
             pr, progressed=False, probe_sent=False, waiting=pr.match < last
         )
         if not send_append(s, peer, out) and s.progress[peer].state != "probe":
-            out.sends.append(Send(peer, heartbeat_msg(s, peer)))
+            send_to(s, peer, heartbeat_msg(s, peer), out)
 
 
 def _probe(pr: Progress, next_index: int) -> Progress:
@@ -132,7 +177,7 @@ def on_append_reply(s: RaftState, m: AppendReply, out: Out) -> None:
     pr = s.progress.get(m.follower)
     if pr is None:
         return
-    pr = replace(pr, active=True)
+    pr = replace(pr, active=True, read_round=max(pr.read_round, m.read_round))
     if not m.success:
         s.progress[m.follower] = _after_reject(s, pr, m)
         send_all(s, m.follower, out)
@@ -174,6 +219,7 @@ def maybe_commit(s: RaftState, out: Out) -> None:
     n = matches[s.config.quorum - 1]
     if n > s.commit and term_at(s, n) == s.term:
         advance_commit(s, n, out)
+        commit_advanced(s, out)
 
 
 # ---- follower ---------------------------------------------------------------------------
@@ -181,6 +227,8 @@ def maybe_commit(s: RaftState, out: Out) -> None:
 
 def on_append_entries(s: RaftState, m: AppendEntries, out: Out) -> None:
     """Raft's AppendEntries receiver; the caller already handled term and leadership."""
+    new_round = m.read_round > s.read_round
+    s.read_round = max(s.read_round, m.read_round)
     entries = m.entries
     if m.prev_index < s.commit:
         # The committed prefix matches every leader's log: skip it, checked or not.
@@ -196,7 +244,10 @@ def on_append_entries(s: RaftState, m: AppendEntries, out: Out) -> None:
     commit = min(m.leader_commit, s.verified)
     if commit > s.commit:
         advance_commit(s, commit, out)
-    if not m.entries or s.persisted >= last_new:
+    if m.entries:
+        if s.persisted >= last_new:
+            out.sends.append(Send(m.leader, ack(s)))
+    elif m.ack or new_round:
         out.sends.append(Send(m.leader, ack(s)))
     s.ack_pending = s.persisted < s.verified
 
@@ -233,14 +284,16 @@ def _reject(s: RaftState, m: AppendEntries, out: Out) -> None:
     hint_term = term_at(s, hint)
     assert hint_term is not None, (hint, s.snap_index)
     msg = AppendReply(
-        s.config.group, s.term, s.me, False, m.prev_index, conflict_hint=(hint, hint_term)
+        s.config.group, s.term, s.me, False, m.prev_index, conflict_hint=(hint, hint_term),
+        read_round=s.read_round,
     )
     out.sends.append(Send(m.leader, msg))
 
 
 def ack(s: RaftState) -> AppendReply:
     """Acknowledge only what is both durable and known to match the leader."""
-    return AppendReply(s.config.group, s.term, s.me, True, min(s.persisted, s.verified))
+    return AppendReply(s.config.group, s.term, s.me, True, min(s.persisted, s.verified),
+                       read_round=s.read_round)
 
 
 def on_persisted(s: RaftState, index: int, term: int, out: Out) -> None:
@@ -285,6 +338,10 @@ __all__ = [
     "heartbeat",
     "heartbeat_msg",
     "leader_append",
+    "leader_append_all",
+    "nudge",
+    "notify_commit",
+    "send_to",
     "maybe_commit",
     "on_append_entries",
     "on_append_reply",

@@ -38,6 +38,9 @@ class RaftConfig:
     peers: tuple[NodeId, ...]
     election_timeout: tuple[float, float] = (0.15, 0.30)
     heartbeat_interval: float = 0.05
+    # a commit reaches followers with the next AppendEntries, or at the latest this long
+    # after it advanced (an idle leader then sends a heartbeat that needs no answer)
+    commit_notify_delay: float = 0.002
     max_append_entries: int = 64
     pre_vote: bool = True
     check_quorum: bool = True
@@ -82,6 +85,8 @@ class Progress:
     snapshot: int = 0  # snapshot: the index being installed
     snapshot_term: int = 0
     snapshot_deadline: float = 0.0
+    read_round: int = 0  # the highest read round it acknowledged
+    commit_sent: int = 0  # the commit index the last message to it carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,16 @@ class Install:
     live_upto: int
     next_chunk: int = 0
     done: bool = False  # the last chunk is staged; waiting for SnapshotInstalled
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRead:
+    """A linearizable read at the leader: served once a quorum acked `round` and the
+    machine applied through `index` (None until this term has a committed entry)."""
+
+    ref: Ref
+    round: int
+    index: int | None
 
 
 @dataclass
@@ -125,6 +140,9 @@ class RaftState:
     leader_contact: float = -math.inf
     heartbeat_due: float = 0.0
     quorum_due: float = 0.0
+    read_round: int = 0  # leader: the latest ReadIndex round sent; follower: latest seen
+    commit_notify_due: float | None = None  # leader: followers learn the commit by then
+    reads: tuple[PendingRead, ...] = ()  # leader: reads waiting for their round or apply
 
     def copy(self) -> RaftState:
         return replace(
@@ -209,6 +227,8 @@ def become_follower(s: RaftState, term: int, leader: NodeId | None, now: float) 
         s.verified = s.commit  # only the committed prefix matches every later leader
         s.ack_pending = False
         s.install = None
+    if s.leader != leader:
+        s.read_round = 0  # rounds count per leader
     s.role = "follower"
     s.leader = leader
     if leader is not None:
@@ -234,6 +254,7 @@ __all__ = [
     "Install",
     "InvalidRaftConfig",
     "Out",
+    "PendingRead",
     "Progress",
     "RaftConfig",
     "RaftProtocolError",

@@ -69,7 +69,10 @@ class VoteReply:
 @dataclass(frozen=True, slots=True)
 class AppendEntries:
     """Entries after (prev_index, prev_term). A heartbeat has no entries and sits at the
-    follower's acked match index (or at (0, 0), the empty prefix): it never fails."""
+    follower's acked match index (or at (0, 0), the empty prefix): it never fails.
+    `read_round`: the leader's latest ReadIndex round when it sent this (0: none). `ack`
+    False: a heartbeat that only announces the commit index needs no answer (unless it
+    starts a read round)."""
 
     group: str
     term: int
@@ -78,13 +81,16 @@ class AppendEntries:
     prev_term: int
     entries: tuple[Entry, ...]
     leader_commit: int
+    read_round: int = 0
+    ack: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class AppendReply:
     """success: `match_index` is the follower's durable prefix that agrees with the leader.
     Failure: `match_index` is the rejected prev_index and `conflict_hint` (index, term) is
-    the follower's last entry at or below it whose term <= prev_term (fast backup)."""
+    the follower's last entry at or below it whose term <= prev_term (fast backup). Either
+    way it acknowledges the leader of its term up to `read_round` (ReadIndex)."""
 
     group: str
     term: int
@@ -92,6 +98,7 @@ class AppendReply:
     success: bool
     match_index: int
     conflict_hint: tuple[int, int] | None = None
+    read_round: int = 0  # the highest read round this follower saw from this leader
 
 
 SnapshotPhase = Literal["init", "pre", "next", "last"]

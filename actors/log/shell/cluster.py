@@ -78,25 +78,53 @@ def propose(rt: Any, spec: GroupSpec, command: Any, timeout: float = 30.0) -> tu
 
     Bounded by `timeout`; a member that is down or not leading is skipped.
     """
-    deadline = time.monotonic() + timeout if rt.backend == "ray" else None
-    waited, hint = 0.0, None
-    for attempt in range(10_000):
-        target = hint or spec.nodes[attempt % len(spec.nodes)]
-        hint = None
-        try:
-            reply = rt.call(raft_name(spec.group, target), ("propose", command), timeout=5)
-        except CallError:
-            reply = ("down",)
-        if reply[0] == "ok":
-            return reply[1], reply[2]
-        if reply[0] == "not_leader" and reply[1] is not None:
-            hint = reply[1]
-            continue
-        rt.sleep(0.05)
-        waited += 0.05
-        if (deadline is not None and time.monotonic() > deadline) or waited > timeout:
-            break
-    raise TimeoutError(f"no leader of {spec.group} accepted the proposal within {timeout} s")
+    return GroupClient(rt, spec).propose(command, timeout)
+
+
+class GroupClient:
+    """The driver's way into one raft group: it remembers which member led last time, so
+    a request is one call to that member (no name lookup), and follows leader hints when
+    leadership moved. Requests: ("propose", command) -> (index, result) once applied;
+    ("read_index", query) -> (read index, the machine's answer), linearizable without a
+    log entry."""
+
+    def __init__(self, rt: Any, spec: GroupSpec) -> None:
+        self.rt = rt
+        self.spec = spec
+        self.leader: Pid | None = None
+
+    def propose(self, command: Any, timeout: float = 30.0) -> tuple[int, Any]:
+        return self._request(("propose", command), timeout)
+
+    def read(self, query: Any, timeout: float = 30.0) -> tuple[int, Any]:
+        return self._request(("read_index", query), timeout)
+
+    def _request(self, request: Any, timeout: float) -> tuple[int, Any]:
+        rt, spec = self.rt, self.spec
+        deadline = time.monotonic() + timeout if rt.backend == "ray" else None
+        waited, hint = 0.0, None
+        for attempt in range(10_000):
+            target: Pid | str | None = self.leader
+            if target is None:
+                target = raft_name(spec.group, hint or spec.nodes[attempt % len(spec.nodes)])
+            hint = None
+            try:
+                reply = rt.call(target, request, timeout=5)
+            except CallError:
+                reply = ("down",)
+            if reply[0] == "ok":
+                if isinstance(target, str):
+                    self.leader = rt.whereis(target)
+                return reply[1], reply[2]
+            self.leader = None
+            if reply[0] == "not_leader" and reply[1] is not None:
+                hint = reply[1]
+                continue
+            rt.sleep(0.05)
+            waited += 0.05
+            if (deadline is not None and time.monotonic() > deadline) or waited > timeout:
+                break
+        raise TimeoutError(f"no leader of {spec.group} answered within {timeout} s")
 
 
 def status(rt: Any, spec: GroupSpec) -> dict[str, Any]:

@@ -138,7 +138,9 @@ class _Shell:
     results: dict[int, Any] = field(default_factory=dict)
     waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
     listeners: list[Pid] = field(default_factory=list)
-    appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index)
+    appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
+    eager: set[Pid] = field(default_factory=set)  # appliers told after every applied batch
+    lazy_due: bool = False  # a notice for the others is scheduled
     busy: bool = False  # the machine has background work left
     piece_due: float = 0.0  # its next piece runs by then, however busy the mailbox is
     leader: tuple[str | None, int] = (None, 0)
@@ -308,9 +310,17 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         for subscribers in (shell.listeners, shell.appliers):
             if msg.pid in subscribers:
                 subscribers.remove(msg.pid)
+        shell.eager.discard(msg.pid)
         return None
     if isinstance(msg, Call):
         return _on_call(shell, state, msg)
+    if isinstance(msg, _LazyNotice):
+        shell.lazy_due = False
+        _notify_appliers(shell, [p for p in shell.appliers if p not in shell.eager])
+        return None
+    if isinstance(msg, tuple) and len(msg) == 3 and msg[0] == "applied_mode":
+        _set_eager(shell, msg[1], bool(msg[2]))
+        return None
     if isinstance(msg, SegmentsFlushed):
         shell.refs, dropped = shell.refs.update(msg.refs)
         if dropped:  # overwritten whole: nothing references them any more
@@ -334,6 +344,20 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
     return None
 
 
+MAX_BATCH = 512  # proposals (or reads) stepped as one batch
+
+
+def _is_propose(msg: Any) -> bool:
+    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
+            and len(msg.request) == 2 and msg.request[0] == "propose"
+            and msg.request[1] is not None)
+
+
+def _is_read(msg: Any) -> bool:
+    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
+            and len(msg.request) == 2 and msg.request[0] == "read_index")
+
+
 def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     request = call.request
     ctx = shell.ctx
@@ -342,7 +366,18 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         if len(request) != 2 or request[1] is None:  # None is the leader's no-op
             ctx.reply(call.from_, ("error", "bad_proposal", None))
             return None
-        return rp.Propose(request[1], call.from_, ctx.now())
+        # every proposal already waiting goes in the same batch: one log write, one
+        # AppendEntries per follower for all of them
+        more = ctx.receive_all(_is_propose, MAX_BATCH - 1)
+        items = ((request[1], call.from_), *((m.request[1], m.from_) for m in more))
+        return rp.ProposeBatch(items, ctx.now())
+    if kind == "read_index":  # ("read_index", query): a linearizable read, no log entry
+        if len(request) != 2:
+            ctx.reply(call.from_, ("error", "bad_read", None))
+            return None
+        more = ctx.receive_all(_is_read, MAX_BATCH - 1)
+        refs = ((call.from_, request[1]), *((m.from_, m.request[1]) for m in more))
+        return rp.ReadIndex(refs, ctx.now())
     if kind == "status":
         ctx.reply(call.from_, _status(shell, state))
     elif kind == "read":
@@ -350,8 +385,9 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     elif kind == "subscribe":
         _subscribe(shell, shell.listeners, request[1])
         ctx.reply(call.from_, shell.leader)
-    elif kind == "watch_applied":
+    elif kind == "watch_applied":  # ("watch_applied", pid[, eager])
         _subscribe(shell, shell.appliers, request[1])
+        _set_eager(shell, request[1], request[2] if len(request) > 2 else True)
         ctx.reply(call.from_, ("ok", shell.machine.applied))
     elif kind == "get":
         return _get(shell, state, call, request[1])
@@ -476,6 +512,7 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
 
 async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
     machine = shell.machine
+    lo = machine.applied + 1
     for entry in entries:
         # a machine on disk may be ahead of the log's snapshot: never apply twice
         fresh = entry.index > machine.applied
@@ -487,15 +524,48 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
             shell.ctx.reply(waiter, ("ok", entry.index, result))
         else:
             shell.results[entry.index] = result
-    if entries:
-        for pid in shell.appliers:
-            shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied))
-        if not shell.busy:  # an entry may have left background work (a compaction)
-            shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
+    if entries and lo <= machine.applied and shell.appliers:
+        if shell.eager:
+            _notify_appliers(shell, shell.appliers)
+        elif not shell.lazy_due:
+            shell.lazy_due = True
+            shell.ctx.send_after(LAZY_NOTICE, shell.ctx.self(), _LazyNotice())
+    if entries and not shell.busy:  # an entry may have left background work (compaction)
+        shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
     if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
         for index in sorted(shell.results)[:5_000]:
             del shell.results[index]
     _maybe_snapshot(shell, state, entries[-1] if entries else None)
+
+
+LAZY_NOTICE = 0.1  # seconds: how stale a subscriber that is not eager may be
+
+
+@dataclass(frozen=True)
+class _LazyNotice:
+    """Time to tell the subscribers that are not eager what was applied meanwhile."""
+
+
+def _set_eager(shell: _Shell, pid: Pid, eager: bool) -> None:
+    """An eager subscriber (a KV node with watchers) hears of every applied batch; the
+    others at most every LAZY_NOTICE (a KV node without watchers only follows the head
+    for its compaction floor: a notice per put would be messages nobody needs)."""
+    if eager:
+        shell.eager.add(pid)
+    else:
+        shell.eager.discard(pid)
+
+
+def _notify_appliers(shell: _Shell, pids: list[Pid]) -> None:
+    """What was applied since the last notice goes with the news, read once for every
+    subscriber (the KV node would otherwise ask for it: a round trip per batch)."""
+    if not pids:
+        return
+    machine = shell.machine
+    notice = getattr(machine, "applied_notice", None)
+    changes = notice() if notice is not None else None
+    for pid in pids:
+        shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied, changes))
 
 
 def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None:
@@ -515,6 +585,11 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
     result = effect.result
     ref = effect.ref
+    if isinstance(ref, tuple):  # a read: (the caller, its query)
+        ref, query = ref
+        if isinstance(result, rp.ReadReady):  # served at the machine's applied index (>= it)
+            shell.ctx.reply(ref, ("ok", shell.machine.applied, shell.machine.query(query)))
+            return
     if isinstance(result, rp.Committed):
         if result.index in shell.results:
             shell.ctx.reply(ref, ("ok", result.index, shell.results.pop(result.index)))
