@@ -20,8 +20,10 @@ from sediment.actors.branches.api import Branches
 from sediment.actors.branches.apply import SplitRule
 from sediment.actors.branches.entry import Entry
 from sediment.actors.branches.history import Event, History, Updated
+from sediment.actors.branches.ports import run_sync
 from sediment.actors.branches.sensor import SensorConfig
 from sediment.actors.branches.shell.compactor import CompactorConfig
+from sediment.actors.branches.shell.gc_process import GC_NAME, GcConfig
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.recorder import collector
 from sediment.actors.branches.shell.service import (
@@ -77,6 +79,10 @@ class Setup:
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
+    yield from make_setup(tmp_path)
+
+
+def make_setup(tmp_path: Path, gc: GcConfig | None = None) -> Iterator[Setup]:
     rt = api.start("sim", seed=23, nodes=("n1", "n2", "n3"))
     try:
         cluster = Cluster.start(runtime=rt, data_dir=str(tmp_path / "kv"), backend="sim")
@@ -88,7 +94,8 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
         coll = rt.spawn(collector, node="n1")
         start_branch_services(rt, SensorConfig(threshold=THRESHOLD),
                               CompactorConfig(cluster.nodes, root, config, RULE,
-                                              poll_interval=1.0, recorder=coll, seed=7))
+                                              poll_interval=1.0, recorder=coll, seed=7),
+                              gc=gc)
         lake.repo_create(R)
         yield Setup(rt, cluster, lake, history, coll)
     finally:
@@ -200,6 +207,37 @@ def test_a_compaction_killed_by_a_move_is_redone_once(setup: Setup) -> None:
 async def _compact(ctx: Any) -> None:
     with contextlib.suppress(Exception):  # the compactor is killed with the leadership
         await ctx.call(COMPACTOR_NAME, ("compact", R, "main", True), timeout=600)
+
+
+def test_the_collector_runs_periodically_beside_the_compactor(tmp_path: Path) -> None:
+    """A compaction killed after step 3 leaves its token named by no branch; a periodic
+    pass of the collector (beside the leader, with the compactor) drops it."""
+    for s in make_setup(tmp_path, GcConfig(interval=5.0, grace=0.0)):
+        s.until(s.beside_leader, "the pair beside the first leader")
+        gc_pid = s.rt.whereis(GC_NAME)
+        assert gc_pid is not None and gc_pid.node == s.cluster.leader()
+        for i in range(6):
+            s.lake.put(R, "main", f"data/{i}", e(f"v{i}"))
+        s.lake.commit(R, "main", "base")
+        s.lake.rm(R, "main", "data/0")
+        want = s.lake.ls(R, "main", amount=100).entries
+        _, victim = s.pair()
+        assert victim is not None
+        s.rt.arm_failpoint(victim, "branches.compactor.after_step3", "crash")
+        s.rt.spawn(_compact, node="n2")
+        s.until(lambda: s.pair()[1] not in (None, victim), "the compactor restarted")
+        finishes = [ev for ev in s.events() if isinstance(ev, Updated)
+                    and ev.kind == "compaction_finish"]
+        assert len(finishes) == 1 and finishes[0].before is not None
+        (token,) = finishes[0].before.sealed_tokens
+        s.until(lambda: s.rt.call(GC_NAME, ("status",), timeout=10)["tokens"] >= 1,
+                "a periodic pass dropping the token")
+        assert not run_sync(s.lake.tier.staging.has_entries(R, token, 0))
+        assert s.lake.ls(R, "main", amount=100).entries == want
+        status = s.rt.call(GC_NAME, ("status",), timeout=10)
+        assert status["passes"] >= 1 and status["failed"] == 0
+        answer = s.rt.call(GC_NAME, ("sweep", R), timeout=30)
+        assert answer[0] == "ok" and answer[1].tokens == ()
 
 
 def test_names_of_the_services() -> None:

@@ -1,6 +1,7 @@
-"""Starting the branch tier's processes: the delete sensor and the staging compactor
-under one `rest_for_one` supervisor (the compactor depends on the sensor), registered
-by name so writers and callers find them, and beside the KV leader.
+"""Starting the branch tier's processes: the delete sensor, the staging compactor and
+the garbage collector under one `rest_for_one` supervisor (the compactor depends on
+the sensor), registered by name so writers and callers find them, beside the KV
+leader.
 
 Placement (DESIGN.md: one sensor per cluster, beside the compaction coordinator): a
 follower per KV node (`branches_node`, `actors/log/shell/while_leading.py`) runs the
@@ -17,12 +18,13 @@ The followers run under a `one_for_one` supervisor (`TOP_NAME`) on the node give
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
 from sediment.actors.branches.sensor import SensorConfig
 from sediment.actors.branches.shell.compactor import CompactorConfig, compactor_process
+from sediment.actors.branches.shell.gc_process import GC_NAME, GcConfig, gc_process
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_process
 from sediment.actors.kv.names import KV_GROUP
@@ -55,16 +57,24 @@ def follower_name(node: str) -> str:
 class ServicesConfig:
     sensor: SensorConfig
     compactor: CompactorConfig
+    gc: GcConfig | None = field(default_factory=GcConfig)  # None: no periodic collection
 
 
-def service_children(sensor: SensorConfig, compactor: CompactorConfig,
-                     node: str) -> list[ChildSpec]:
-    return [
+NAMES = (SENSOR_NAME, COMPACTOR_NAME, GC_NAME)
+
+
+def service_children(sensor: SensorConfig, compactor: CompactorConfig, node: str,
+                     gc: GcConfig | None = None) -> list[ChildSpec]:
+    children = [
         ChildSpec("sensor", (Spawn(sensor_process, node=node, name=SENSOR_NAME,
                                    label=SENSOR_NAME), (SensorProcessConfig(sensor),))),
         ChildSpec("compactor", (Spawn(compactor_process, node=node, name=COMPACTOR_NAME,
                                       label=COMPACTOR_NAME), (compactor,)), shutdown=30.0),
     ]
+    if gc is not None:
+        children.append(ChildSpec("gc", (Spawn(gc_process, node=node, name=GC_NAME,
+                                               label=GC_NAME), (compactor, gc)), shutdown=30.0))
+    return children
 
 
 FLAGS = SupFlags(strategy="rest_for_one", intensity=20, period=10)
@@ -76,13 +86,13 @@ async def services(ctx: Process, config: ServicesConfig, term: int) -> None:
     ("status",) with its term and node."""
     node = ctx.self().node
     for _ in range(MAX_NAME_WAITS):
-        if await ctx.whereis(SENSOR_NAME) is None and await ctx.whereis(COMPACTOR_NAME) is None:
+        if all([await ctx.whereis(name) is None for name in NAMES]):
             break
         await ctx.sleep(NAME_WAIT)
     else:
         raise RuntimeError("the branch services' names stayed taken")
-    sup = await start_link(ctx, FLAGS, service_children(config.sensor, config.compactor, node),
-                           node=node)
+    sup = await start_link(ctx, FLAGS, service_children(config.sensor, config.compactor, node,
+                                                        config.gc), node=node)
     _logger.info("branch services up", node=node, term=term)
     while True:
         msg = await ctx.receive()
@@ -104,14 +114,17 @@ async def branches_node(ctx: Process, config: ServicesConfig) -> None:
 
 
 def start_branch_services(rt: Any, sensor: SensorConfig, compactor: CompactorConfig,
-                          node: str | None = None, follow_leader: bool = True) -> Pid:
-    """Start the sensor and the compactor (beside the KV leader, or on `node` with
-    `follow_leader=False`); the top supervisor's pid."""
+                          node: str | None = None, follow_leader: bool = True,
+                          gc: GcConfig | None = None) -> Pid:
+    """Start the sensor, the compactor and the garbage collector (`gc`, default
+    `GcConfig()`) beside the KV leader, or on `node` with `follow_leader=False`; the
+    top supervisor's pid."""
     where = node or compactor.kv_nodes[0]
+    gc = gc or GcConfig()
     if not follow_leader:
-        return start_top(rt, FLAGS, service_children(sensor, compactor, where), name=TOP_NAME,
-                         node=where)
-    config = ServicesConfig(sensor, compactor)
+        return start_top(rt, FLAGS, service_children(sensor, compactor, where, gc),
+                         name=TOP_NAME, node=where)
+    config = ServicesConfig(sensor, compactor, gc)
     followers = [ChildSpec(f"node:{n}", (Spawn(branches_node, node=n, name=follower_name(n),
                                                label=follower_name(n), host=RAFT_HOST),
                                          (config,)))
