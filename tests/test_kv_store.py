@@ -855,3 +855,39 @@ def test_range_options_as_etcd_applies_them(store: Store) -> None:
     assert len(r.kvs) == 4 and not r.more  # no limit, read at head
     r = store.range(b"a", ALL_KEYS, count_only=True, limit=1)
     assert r.kvs == [] and r.count == 4 and not r.more
+
+
+# ---- batches: a raft batch applied in one SQLite transaction ----------------------------
+
+
+def test_a_batch_keeps_its_writes_and_a_write_that_fails_in_it_rolls_back_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store(tmp_path / "s.db") as s:
+        with s.batch():
+            s.put(b"a", b"1")
+            real = s._set_meta
+
+            def broken(name: str, value: int) -> None:
+                raise OSError("disk hiccup")
+
+            monkeypatch.setattr(s, "_set_meta", broken)
+            with pytest.raises(OSError):
+                s.put(b"b", b"2")
+            monkeypatch.setattr(s, "_set_meta", real)
+            s.put(b"c", b"3")
+        keys = [kv.key for kv in s.range(b"\0", b"\0").kvs]
+        assert keys == [b"a", b"c"] and s.head == 3
+    with Store(tmp_path / "s.db") as again:  # committed to the file, not only in memory
+        assert [kv.key for kv in again.range(b"\0", b"\0").kvs] == [b"a", b"c"]
+
+
+def test_a_batch_that_fails_leaves_nothing_of_itself(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as s:
+        s.put(b"before", b"0")
+        head = s.head
+        with pytest.raises(RuntimeError), s.batch():
+            s.put(b"a", b"1")
+            raise RuntimeError("the disk, say")
+        assert s.head == head and s.get(b"a") is None
+        s.put(b"after", b"1")
+        assert s.head == head + 1

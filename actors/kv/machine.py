@@ -37,6 +37,7 @@ before the next): identical bytes for the same applied entries on every member.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import sqlite3
@@ -142,6 +143,10 @@ class NetsyMachine:
             return s.read(cmd)
         # the type name only: a repr may hold addresses that differ between members
         raise ErrUnknownCommand(f"unknown command {type(cmd).__name__}")
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Apply a raft batch of entries in one SQLite transaction (`Store.batch`)."""
+        return self.store.batch()
 
     def background(self) -> bool:
         """One bounded batch of the pending value-only compaction; True while more remains."""

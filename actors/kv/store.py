@@ -35,8 +35,9 @@ scheduled but unfinished compaction found on open is exposed as `pending_compact
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,7 @@ class Store:
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}")
         self._db = sqlite3.connect(self.path, isolation_level=None)
+        self._batching = False  # inside batch(): writes are savepoints of its transaction
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.executescript(_SCHEMA)
@@ -432,6 +434,49 @@ class Store:
              revision, version, int(value is None)),
         )
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One SQLite transaction for a write; inside `batch()`, a savepoint of the batch's
+        transaction instead (a write that fails rolls back alone, the batch goes on)."""
+        db = self._db
+        if self._batching:
+            db.execute("SAVEPOINT write")
+            try:
+                yield
+            except BaseException:
+                db.execute("ROLLBACK TO write")
+                db.execute("RELEASE write")
+                raise
+            db.execute("RELEASE write")
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write inside commits in one SQLite transaction: a raft batch of puts costs
+        one commit instead of one each. If the batch itself fails (the disk), nothing of
+        it stays and the in-memory view is read back from the file."""
+        if self._batching:
+            yield
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        self._batching = True
+        try:
+            yield
+        except BaseException:
+            self._batching = False
+            self._db.execute("ROLLBACK")
+            self._load()
+            raise
+        self._batching = False
+        self._db.execute("COMMIT")
+
     def _set_meta(self, name: str, value: int) -> None:
         self._db.execute(
             "INSERT INTO meta (name, value) VALUES (?, ?) "
@@ -504,17 +549,12 @@ class Store:
             raise ErrCompacted(self.compact_revision)
         if revision > self._head:
             raise ErrFutureRev()
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
             self._db.execute(
                 "INSERT INTO compactions (revision, finished) VALUES (?, 0)", (revision,)
             )
             if applied is not None:
                 self._set_meta("applied", applied)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         self._compact_main = revision
         return revision
 
@@ -528,8 +568,7 @@ class Store:
         size = batch_size or self.compaction_batch
         if size <= 0:
             raise InvalidRequest("batch_size must be positive")
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
             n = self._db.execute(
                 "UPDATE records SET value = NULL, compacted_at = :rev WHERE rowid IN ("
                 f"SELECT r.rowid FROM records r WHERE {_COMPACTABLE} LIMIT :n)",
@@ -539,10 +578,6 @@ class Store:
                 self._db.execute(
                     "UPDATE compactions SET finished = 1 WHERE revision <= ?", (target,)
                 )
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         if n < size:
             self._finished_rev = target
         return n
@@ -658,8 +693,7 @@ class Store:
         """Replace every table in one transaction (a snapshot restore): nothing changes if
         `rows` ((revision, sub, key, value, create_revision, mod_revision, version,
         deleted, compacted_at); may be a generator) raises."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction():
             for table in ("records", "compactions", "meta", "entries"):
                 self._db.execute(f"DELETE FROM {table}")
             self._db.executemany(
@@ -672,10 +706,6 @@ class Store:
                 self._set_meta(name, value)
             self._db.executemany(
                 "INSERT INTO entries (revision, raft_index, path) VALUES (?, ?, ?)", entries)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         self._load()
 
     def compactions(self) -> list[tuple[int, bool]]:

@@ -167,8 +167,7 @@ def write(store: Store, ops: Sequence[TxnOp], applied: int | None,
     raft index of this revision's entry (with the txn's path)."""
     run = _Run(store, store.head)
     db = store._db
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with store.transaction():
         _apply(run, ops, iter(p.nested) if p is not None else iter(()))
         if run.changes:
             store._set_meta("head", run.rev)
@@ -176,10 +175,6 @@ def write(store: Store, ops: Sequence[TxnOp], applied: int | None,
                 store._set_meta("applied", applied)
                 db.execute("INSERT INTO entries (revision, raft_index, path) VALUES (?, ?, ?)",
                            (run.rev, applied, None if p is None else p.path()))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
     if run.changes:
         store._head = run.rev
     return run.out, run.now()

@@ -29,6 +29,7 @@ compaction pass, pending and not yet started or finished on the leader), and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass, field
@@ -139,6 +140,8 @@ class _Shell:
     waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
     listeners: list[Pid] = field(default_factory=list)
     appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
+    batches: int = 0  # ProposeBatch events stepped (proposals / batches: the batching)
+    proposals: int = 0
     eager: set[Pid] = field(default_factory=set)  # appliers told after every applied batch
     lazy_due: bool = False  # a notice for the others is scheduled
     busy: bool = False  # the machine has background work left
@@ -370,6 +373,8 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         # AppendEntries per follower for all of them
         more = ctx.receive_all(_is_propose, MAX_BATCH - 1)
         items = ((request[1], call.from_), *((m.request[1], m.from_) for m in more))
+        shell.batches += 1
+        shell.proposals += len(items)
         return rp.ProposeBatch(items, ctx.now())
     if kind == "read_index":  # ("read_index", query): a linearizable read, no log entry
         if len(request) != 2:
@@ -415,7 +420,8 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
             **shell.machine.status(), "snapshot_index": state.snap_index,
             "live_indexes": len(shell.snap_state.live_indexes),
             "segments": [(r.file, r.first, r.last) for r in shell.refs],
-            "installs": shell.installs}
+            "installs": shell.installs, "batches": shell.batches,
+            "proposals": shell.proposals}
 
 
 def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
@@ -511,19 +517,26 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
 
 
 async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
+    """Apply committed entries in one transaction of the machine (when it offers one),
+    then answer their proposers: a batch of puts costs one commit."""
     machine = shell.machine
     lo = machine.applied + 1
-    for entry in entries:
-        # a machine on disk may be ahead of the log's snapshot: never apply twice
-        fresh = entry.index > machine.applied
-        if fresh and state.role == "leader":
-            await shell.ctx.failpoint(before_apply_point(type(entry.command)))
-        result = machine.apply(entry) if fresh else None
-        waiter = shell.waiting.pop(entry.index, None)
-        if waiter is not None:
-            shell.ctx.reply(waiter, ("ok", entry.index, result))
-        else:
-            shell.results[entry.index] = result
+    batch = getattr(machine, "batch", None)
+    answers: list[tuple[Any, Any]] = []
+    with batch() if batch is not None else contextlib.nullcontext():
+        for entry in entries:
+            # a machine on disk may be ahead of the log's snapshot: never apply twice
+            fresh = entry.index > machine.applied
+            if fresh and state.role == "leader":
+                await shell.ctx.failpoint(before_apply_point(type(entry.command)))
+            result = machine.apply(entry) if fresh else None
+            waiter = shell.waiting.pop(entry.index, None)
+            if waiter is not None:
+                answers.append((waiter, ("ok", entry.index, result)))
+            else:
+                shell.results[entry.index] = result
+    for waiter, answer in answers:
+        shell.ctx.reply(waiter, answer)
     if entries and lo <= machine.applied and shell.appliers:
         if shell.eager:
             _notify_appliers(shell, shell.appliers)
