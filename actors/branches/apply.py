@@ -14,8 +14,8 @@ file of sorted entries. Two rules make unchanged ranges shared between commits:
 
 `apply_records` is the merge rule alone (changes over base, a tombstone removes the
 path); `apply_changes` is the whole writer, with loading a range and writing one
-injected, so the same rule can run in-process (`metarange.py`) or, later, in a Spark
-job over the same sorted inputs.
+injected, so the same rule runs in-process (`metarange.py`) and, cut into spans that
+are stitched back (`spans.py`), in a Spark job over the same sorted inputs.
 """
 
 from __future__ import annotations
@@ -116,8 +116,9 @@ class _Writer:
         self.stats.reused += 1
 
 
-class _Changes:
-    """The change stream with one record of look-ahead and an order check."""
+class ChangeStream:
+    """The change stream with one record of look-ahead and an order check (ValueError
+    when a path does not follow the one before)."""
 
     def __init__(self, changes: Iterable[Record], stats: ApplyStats) -> None:
         self._it = iter(changes)
@@ -162,7 +163,7 @@ def apply_changes(base: Sequence[RangeRef], load: Callable[[RangeRef], Sequence[
     ValueError if an input is out of order."""
     stats = ApplyStats()
     writer = _Writer(rule, sink, stats)
-    pending = _Changes(changes, stats)
+    pending = ChangeStream(changes, stats)
     for r in base:
         for path, entry in pending.take_below(r.min_path):
             if entry is not None:  # a tombstone of a path the base does not have: no-op
@@ -181,4 +182,5 @@ def apply_changes(base: Sequence[RangeRef], load: Callable[[RangeRef], Sequence[
     return writer.out, stats
 
 
-__all__ = ["ApplyStats", "RangeRef", "RangeSink", "SplitRule", "apply_changes", "apply_records"]
+__all__ = ["ApplyStats", "ChangeStream", "RangeRef", "RangeSink", "SplitRule", "apply_changes",
+           "apply_records"]

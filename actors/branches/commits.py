@@ -115,7 +115,7 @@ async def commit(tier: Tier, repo: str, branch: str, message: str,
         else:
             base = b.compacted_metarange or parent.metarange
             changes = await tier.staging.changes(repo, b.sealed_tokens, read.revision)
-            metarange, _ = await tier.env.blocking(tier.store.apply, repo, base, changes)
+            metarange, _ = await tier.merge(repo, base, changes)
         if not allow_empty and next(tier.store.diff(repo, parent.metarange, metarange),
                                     None) is None:
             raise NoChanges(f"nothing to commit on {repo}/{branch}")

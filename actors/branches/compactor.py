@@ -67,7 +67,7 @@ async def step2(tier: Tier, repo: str, started: Branch, at: int) -> tuple[str, A
     else:
         base = (await tier.refs.get_commit(repo, started.commit_id)).metarange
     changes = await tier.staging.changes(repo, started.sealed_tokens, at)
-    return await tier.env.blocking(tier.store.apply, repo, base, changes)
+    return await tier.merge(repo, base, changes)
 
 
 async def step3(tier: Tier, repo: str, branch: str, started: Branch,

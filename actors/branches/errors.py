@@ -147,6 +147,11 @@ class CorruptRange(RangeError):
     schema, order)."""
 
 
+class MergeFailed(BranchesError):
+    """A merge backend failed for a reason of its own (Spark lost an executor, the job
+    was cancelled, a change file went away): no metarange was published."""
+
+
 __all__ = [
     "BranchExists",
     "BranchNotFound",
@@ -162,6 +167,7 @@ __all__ = [
     "InvalidName",
     "InvalidPath",
     "KvUnavailable",
+    "MergeFailed",
     "MissingRange",
     "NoChanges",
     "NotFound",

@@ -7,9 +7,10 @@ metaranges are immutable, so a cached one never goes stale; a file that is damag
 raises `CorruptRange` on its first read and is never cached.
 
 The merge that writes a metarange goes through a `MergeBackend`. `InProcessMerge`
-runs `apply.apply_changes` here; the Spark path (a RayDP job over the same sorted
-inputs and the same split rule, chosen above a measured size threshold) is issue 18's
-next chunk and plugs in as another backend.
+runs `apply.apply_changes` here; `span_merge.SpanMerge` and `spark_merge.SparkMerge`
+run the same merge cut into spans (`spans.py`: the same files, byte for byte);
+`SizedMerge` picks one of two by the merge's shape (`span_merge.spark_pays`: the base
+entries it reads against a threshold measured on this machine, docs/branches.md).
 """
 
 from __future__ import annotations
@@ -43,6 +44,29 @@ class InProcessMerge:
         ranges, stats = apply_changes(base, lambda r: store.load(repo, r), changes,
                                       store.rule, _Sink(store, repo))
         return store.write_metarange(repo, ranges), stats
+
+
+class SizedMerge:
+    """`large` for merges `span_merge.spark_pays` sends to Spark (at least `threshold`
+    base entries read, at most half as many changes), `small` (default in-process) for
+    the rest."""
+
+    def __init__(self, large: MergeBackend, threshold: int,
+                 small: MergeBackend | None = None) -> None:
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise ValueError(f"threshold must be a non-negative int: {threshold!r}")
+        self.large = large
+        self.small: MergeBackend = small or InProcessMerge()
+        self.threshold = threshold
+
+    def apply(self, store: MetaRangeStore, repo: str, base_id: str,
+              changes: Iterable[Record]) -> tuple[str, ApplyStats]:
+        from sediment.actors.branches.span_merge import spark_pays
+
+        listed = list(changes)
+        large = spark_pays(store.ranges(repo, base_id), [p for p, _ in listed], self.threshold)
+        backend = self.large if large else self.small
+        return backend.apply(store, repo, base_id, listed)
 
 
 @dataclass(frozen=True)
@@ -217,4 +241,4 @@ class MetaRangeStore:
             self._diffs.clear()
 
 
-__all__ = ["InProcessMerge", "MergeBackend", "MetaRangeStore"]
+__all__ = ["InProcessMerge", "MergeBackend", "MetaRangeStore", "SizedMerge"]

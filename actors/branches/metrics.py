@@ -14,8 +14,10 @@ SEALED_TOKENS = Gauge("branch_sealed_tokens", "sealed staging tokens per branch"
 SENSOR_TRIGGERS = Counter("branch_sensor_triggers", "delete-sensor triggers by fate",
                           ("reason", "fate"))
 SETIF_CONFLICTS = Counter("branch_setif_conflicts", "branch SetIf races lost", ("kind",))
+MERGES = Counter("branch_merges", "metarange merges by backend and outcome",
+                 ("backend", "outcome"))
 STAGED_WRITE_RETRIES = Counter("branch_staged_write_retries",
                                "staged writes retried because the branch changed", ())
 
-__all__ = ["COMPACTIONS", "COMPACTION_SECONDS", "SEALED_TOKENS", "SENSOR_TRIGGERS",
+__all__ = ["COMPACTIONS", "COMPACTION_SECONDS", "MERGES", "SEALED_TOKENS", "SENSOR_TRIGGERS",
            "SETIF_CONFLICTS", "STAGED_WRITE_RETRIES"]

@@ -169,20 +169,26 @@ def _read_table(root: str, repo: str, kind: Kind, file_id: str,
     return table, path
 
 
-def read_range(root: str, repo: str, file_id: str) -> list[Record]:
-    """The records of range `file_id`, verified (MissingRange, CorruptRange)."""
-    table, path = _read_table(root, repo, "range", file_id, RANGE_SCHEMA)
+def decode_records(table: pa.Table) -> list[Record]:
+    """The records of a table in `RANGE_SCHEMA`; ValueError unless paths increase."""
     cols = table.to_pydict()
     out: list[Record] = []
     last: str | None = None
+    for p, a, s, c, m, t in zip(cols["path"], cols["address"], cols["size"],
+                                cols["checksum"], cols["metadata"], cols["tombstone"],
+                                strict=True):
+        if last is not None and not last < p:
+            raise ValueError(f"paths out of order at {p!r:.80}")
+        last = p
+        out.append((p, None if t else Entry(a, s, c, metadata_from_json(m))))
+    return out
+
+
+def read_range(root: str, repo: str, file_id: str) -> list[Record]:
+    """The records of range `file_id`, verified (MissingRange, CorruptRange)."""
+    table, path = _read_table(root, repo, "range", file_id, RANGE_SCHEMA)
     try:
-        for p, a, s, c, m, t in zip(cols["path"], cols["address"], cols["size"],
-                                    cols["checksum"], cols["metadata"], cols["tombstone"],
-                                    strict=True):
-            if last is not None and not last < p:
-                raise ValueError(f"paths out of order at {p!r:.80}")
-            last = p
-            out.append((p, None if t else Entry(a, s, c, metadata_from_json(m))))
+        out = decode_records(table)
     except ValueError as err:
         raise CorruptRange("range", file_id, path, str(err)) from err
     if not out:
@@ -227,6 +233,7 @@ __all__ = [
     "RANGE_SCHEMA",
     "Kind",
     "content_id",
+    "decode_records",
     "encode_metarange",
     "encode_range",
     "file_path",

@@ -1,13 +1,16 @@
 """The parts one branch-tier client is made of, and its settings: the KV and
-environment ports, the metarange store, refs, staging, the history recorder, and the
-delete hook that feeds the sensor. The flows (`reads`, `commits`, `compactor`) take a
-`Tier`."""
+environment ports, the metarange store, refs, staging, the history recorder, the
+delete hook that feeds the sensor, and the merger that writes metaranges. The flows
+(`reads`, `commits`, `compactor`) take a `Tier`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from sediment.actors.branches.apply import ApplyStats
+from sediment.actors.branches.entry import Record
 from sediment.actors.branches.history import NoRecorder, Recorder
 from sediment.actors.branches.metarange import MetaRangeStore
 from sediment.actors.branches.ports import Env, KvPort
@@ -21,6 +24,15 @@ LISTING_MAX_AMOUNT = 100_000  # lakeFS ListingMaxBatchSize
 
 DeleteHook = Callable[[str, str, str, int], None]
 """(repo, branch, staging token, sealed tokens): a delete was staged (the sensor)."""
+
+
+class Merger(Protocol):
+    async def merge(self, store: MetaRangeStore, repo: str, base_id: str,
+                    changes: Sequence[Record]) -> tuple[str, ApplyStats]:
+        """Write the metarange of `changes` (sorted) applied onto `base_id`: its id and
+        the merge's stats. The default runs `store.apply` off the event loop; a process
+        may send large merges to the cluster's Spark bridge (`shell/merging.py`)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +59,7 @@ class Tier:
     config: TierConfig = field(default_factory=TierConfig)
     recorder: Recorder = field(default_factory=NoRecorder)
     on_delete: DeleteHook | None = None
+    merger: Merger | None = None
     refs: Refs = field(init=False)
     staging: Staging = field(init=False)
 
@@ -55,6 +68,13 @@ class Tier:
         self.staging = Staging(self.kv, self.env, self.refs, self.recorder,
                                self.config.staged_write, self.config.scan_batch)
 
+    async def merge(self, repo: str, base_id: str,
+                    changes: Sequence[Record]) -> tuple[str, ApplyStats]:
+        """A commit's or a compaction's merge, through the merger if one is set."""
+        if self.merger is not None:
+            return await self.merger.merge(self.store, repo, base_id, changes)
+        return await self.env.blocking(self.store.apply, repo, base_id, changes)
+
 
 __all__ = ["DEFAULT_COMPACTION_INTERVAL", "LISTING_DEFAULT_AMOUNT", "LISTING_MAX_AMOUNT",
-           "DeleteHook", "Tier", "TierConfig"]
+           "DeleteHook", "Merger", "Tier", "TierConfig"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -248,16 +249,18 @@ class Store:
 
     # ---------------------------------------------------------------- reading --
 
-    def _live_rows(self, key: bytes, range_end: bytes | None, at: int) -> list[Any]:
+    def _live_rows(self, key: bytes, range_end: bytes | None, at: int, limit: int = 0,
+                   columns: str = _COLS) -> list[Any]:
         """Rows of the keys that exist at revision `at` (their latest change at or below
-        it is not a delete), by key."""
+        it is not a delete), by key; the first `limit` (0: all)."""
         where, args = _bounds(key, range_end)
         sql = (
-            f"SELECT {_COLS} FROM records r WHERE {where} AND r.deleted = 0 AND r.rowid = "
+            f"SELECT {columns} FROM records r WHERE {where} AND r.deleted = 0 AND r.rowid = "
             "(SELECT m.rowid FROM records m WHERE m.key = r.key AND m.revision <= ? "
             "ORDER BY m.revision DESC, m.sub DESC LIMIT 1) ORDER BY r.key"
+            + (" LIMIT ?" if limit else "")
         )
-        return self._db.execute(sql, (*args, at)).fetchall()
+        return self._db.execute(sql, (*args, at, *((limit,) if limit else ()))).fetchall()
 
     def _latest(self, key: bytes, at: int) -> Any | None:
         """The key's last change at or below revision `at` (None: never changed)."""
@@ -268,9 +271,21 @@ class Store:
         ).fetchone()
 
     def _range_rows(self, r: Range, at: int, header: int) -> tuple[RangeResult, list[Any]]:
-        """The Range answer and the rows behind its kvs (a compacted value is NULL there)."""
-        rows = self._live_rows(r.key, r.range_end, at)
+        """The Range answer and the rows behind its kvs (a compacted value is NULL there).
+        Where etcd reads only limit + 1 keys (no sort order, no filter: `shape`), so
+        does this, and counts the rest in SQLite (reading every row made each page of a
+        large range cost the whole range)."""
+        if r.count_only:
+            count = self._live_rows(r.key, r.range_end, at, columns="COUNT(*)")[0][0]
+            return RangeResult([], count, False, header), []
+        first = r.limit > 0 and r.sort_order == "none" and not (
+            r.min_mod_revision or r.max_mod_revision or r.min_create_revision
+            or r.max_create_revision)
+        rows = self._live_rows(r.key, r.range_end, at, limit=r.limit + 1 if first else 0)
         result, picked = shape([_kv(row) for row in rows], r, header)
+        if first and len(rows) > r.limit:
+            count = self._live_rows(r.key, r.range_end, at, columns="COUNT(*)")[0][0]
+            result = replace(result, count=count)
         return result, [rows[i] for i in picked]
 
     def range(self, key: bytes, range_end: bytes | None = None, revision: int = 0,

@@ -8,6 +8,9 @@ and compaction workers reach it by name (`BRIDGE_NAME`) with a call:
   request is answered at once (BadBridgeRequest); a merge that fails (a missing or
   corrupt source, a conflict, Spark itself) is answered with the merge's typed error and
   counted as a failure; nothing replaces the sources either way (`merge_job`).
+- ("merge_ranges", RangeMergeRequest) -> ("ok", RangeMergeResult) | ("error", typed
+  exception): the branch tier's metarange merge as spans (`branches/spark_merge.py`),
+  in the same session and queue.
 - ("status",) -> ("ok", BridgeStatus), answered while a job runs: the job runs off the
   process's loop (`offload`, default `asyncio.to_thread`), so the mailbox keeps moving.
 - ("stop",) -> ("ok", "stopped"): queued jobs are refused (BridgeStopped), the running
@@ -31,6 +34,12 @@ from typing import Any, Final, TypeVar
 from sediment import metrics
 from sediment.actors.blocks.errors import BlockError
 from sediment.actors.blocks.meta import BlockMeta, check_meta
+from sediment.actors.branches.errors import BranchesError
+from sediment.actors.branches.span_merge import (
+    RangeMergeRequest,
+    RangeMergeResult,
+    check_range_request,
+)
 from sediment.actors.spark import session as spark_session_module
 from sediment.actors.spark.merge_job import SparkMergeFailed, spark_merge
 from sediment.actors.spark.session import SparkSettings, SparkUnavailable
@@ -121,6 +130,20 @@ def check_request(request: object) -> str | None:
     return None
 
 
+AnyRequest = MergeRequest | RangeMergeRequest
+
+
+def _label(request: AnyRequest) -> str:
+    return request.block_id if isinstance(request, MergeRequest) else request.label
+
+
+def _size(result: object) -> int:
+    """Rows of a block merged, entries written by a metarange merge."""
+    if isinstance(result, RangeMergeResult):
+        return result.stats.entries_written
+    return int(getattr(result, "row_count", 0))
+
+
 async def run_inline(job: Callable[[], _T]) -> _T:
     """Run the job on the process's own loop (the simulator has no threads)."""
     return job()
@@ -145,7 +168,7 @@ class _Health:
 class _Running:
     serial: int
     from_: CallRef
-    request: MergeRequest
+    request: AnyRequest
     task: asyncio.Task[None]
     started: float
 
@@ -163,7 +186,7 @@ class _Bridge:
     broken: bool = False  # the session lost its executors or hung: replaced before next use
     executor_grace: float = 30.0  # no executor this long (a new session gets its own) = lost
     no_executor_since: float | None = None
-    queue: deque[tuple[CallRef, MergeRequest]] = field(default_factory=deque)
+    queue: deque[tuple[CallRef, AnyRequest]] = field(default_factory=deque)
     running: _Running | None = None
     stop_from: CallRef | None = None
     serial: int = 0
@@ -176,7 +199,7 @@ class _Bridge:
             session = "stopping"
         else:
             session = "not started" if self.spark is None else "running"
-        running = None if self.running is None else self.running.request.block_id
+        running = None if self.running is None else _label(self.running.request)
         return BridgeStatus(session, running, len(self.queue), self.completed, self.failed,
                             self.refused)
 
@@ -206,7 +229,13 @@ class _Bridge:
         except Exception:  # noqa: BLE001 - local sessions, a session being stopped
             return None
 
-    def job(self, request: MergeRequest) -> Callable[[], BlockMeta]:
+    def job(self, request: AnyRequest) -> Callable[[], BlockMeta | RangeMergeResult]:
+        if isinstance(request, RangeMergeRequest):
+            from sediment.actors.branches.spark_merge import spark_apply
+
+            ranges = request
+            return lambda: spark_apply(self.session(), ranges)
+
         def merge() -> BlockMeta:
             return spark_merge(self.session(), request.root, request.sources,
                                block_id=request.block_id, level=request.level,
@@ -263,7 +292,9 @@ def _on_call(ctx: Process, bridge: _Bridge, call: Call) -> None:
     if kind == "status" and len(request) == 1:
         ctx.reply(call.from_, ("ok", bridge.status()))
     elif kind == "merge" and len(request) == 2:
-        _on_merge(ctx, bridge, call.from_, request[1])
+        _on_merge(ctx, bridge, call.from_, request[1], check_request)
+    elif kind == "merge_ranges" and len(request) == 2:
+        _on_merge(ctx, bridge, call.from_, request[1], check_range_request)
     elif kind == "stop" and len(request) == 1:
         _on_stop(ctx, bridge, call.from_)
     else:
@@ -277,8 +308,9 @@ def _refuse(ctx: Process, bridge: _Bridge, from_: CallRef, error: BridgeError) -
     ctx.reply(from_, ("error", error))
 
 
-def _on_merge(ctx: Process, bridge: _Bridge, from_: CallRef, request: Any) -> None:
-    problem = check_request(request)
+def _on_merge(ctx: Process, bridge: _Bridge, from_: CallRef, request: Any,
+              check: Callable[[object], str | None]) -> None:
+    problem = check(request)
     if problem is not None:
         _refuse(ctx, bridge, from_, BadBridgeRequest(problem))
     elif bridge.stop_from is not None:
@@ -292,10 +324,10 @@ def _on_merge(ctx: Process, bridge: _Bridge, from_: CallRef, request: Any) -> No
             f"a merge is running and {bridge.max_queued} are queued"))
 
 
-def _start(ctx: Process, bridge: _Bridge, from_: CallRef, request: MergeRequest) -> None:
+def _start(ctx: Process, bridge: _Bridge, from_: CallRef, request: AnyRequest) -> None:
     bridge.serial += 1
     serial, job = bridge.serial, bridge.job(request)
-    _log.info("spark merge started", block=request.block_id, sources=len(request.sources))
+    _log.info("spark merge started", block=_label(request))
 
     async def run() -> None:
         try:
@@ -325,7 +357,7 @@ def _on_health(ctx: Process, bridge: _Bridge, health: _Health) -> None:
         why = "no live Spark executor" if lost else f"running for {age:.0f} s"
         bridge.no_executor_since = None
         _log.error("cancelling the Spark merge; the session will be replaced",
-                   block=running.request.block_id, why=why)
+                   block=_label(running.request), why=why)
         bridge.broken = True
         try:
             bridge.spark.sparkContext.cancelAllJobs()
@@ -337,7 +369,7 @@ def _on_health(ctx: Process, bridge: _Bridge, health: _Health) -> None:
 
 def _typed(exc: Exception) -> Exception:
     """An error a caller in another process can receive and tell apart."""
-    if isinstance(exc, BlockError | BridgeError | SparkUnavailable):
+    if isinstance(exc, BlockError | BranchesError | BridgeError | SparkUnavailable):
         return exc
     return SparkMergeFailed(f"{type(exc).__name__}: {exc}"[:1000])
 
@@ -352,11 +384,11 @@ def _on_done(ctx: Process, bridge: _Bridge, done: _JobDone) -> None:
     if kind == "ok":
         bridge.completed += 1
         MERGES.inc(tags={"outcome": "ok"})
-        _log.info("spark merge finished", block=request.block_id, rows=value.row_count)
+        _log.info("spark merge finished", block=_label(request), rows=_size(value))
     else:
         bridge.failed += 1
         MERGES.inc(tags={"outcome": "failed"})
-        _log.error("spark merge failed", block=request.block_id,
+        _log.error("spark merge failed", block=_label(request),
                    error=f"{type(value).__name__}: {value}")
     ctx.reply(running.from_, done.outcome)
     if bridge.queue and bridge.stop_from is None:
@@ -409,6 +441,22 @@ async def merge_via_bridge(ctx: Process, request: MergeRequest,
     raise BridgeError(f"unexpected reply from the Spark bridge: {reply!r:.200}")
 
 
+async def merge_ranges_via_bridge(ctx: Process, request: RangeMergeRequest,
+                                  timeout: float | None) -> RangeMergeResult:
+    """Run a metarange merge on the cluster's Spark bridge: its result, or the bridge's
+    typed error raised (BranchesError for the merge, BridgeError for a refusal,
+    SparkUnavailable); CallTimeout / NoProc from the call itself. Retrying is safe:
+    every file is content-addressed and written create-if-absent."""
+    reply = await ctx.call(BRIDGE_NAME, ("merge_ranges", request), timeout=timeout)
+    if isinstance(reply, tuple) and len(reply) == 2:
+        kind, value = reply
+        if kind == "ok" and isinstance(value, RangeMergeResult):
+            return value
+        if kind == "error" and isinstance(value, Exception):
+            raise value
+    raise BridgeError(f"unexpected reply from the Spark bridge: {reply!r:.200}")
+
+
 __all__ = [
     "BRIDGE_NAME",
     "BadBridgeRequest",
@@ -418,6 +466,7 @@ __all__ = [
     "BridgeStopped",
     "MergeRequest",
     "check_request",
+    "merge_ranges_via_bridge",
     "merge_via_bridge",
     "run_inline",
     "spark_bridge",

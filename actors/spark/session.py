@@ -7,7 +7,10 @@ before the JVM starts rather than discovered as a hang later (DESIGN.md §7):
 
 - JDK 17 blocks the reflective access Spark and RayDP need: every JVM kind (driver,
   executors, RayDP's app master) gets Spark's `--add-opens` list.
-- Python workers in the executors must run this interpreter (`PYSPARK_PYTHON`).
+- Python workers in the executors must run this interpreter (`PYSPARK_PYTHON`), and
+  must not put their working directory first on `sys.path` (`PYTHONSAFEPATH`): run
+  from a checkout, it would find the repository's `sediment/` directory before the
+  installed package and miss `sediment.actors` (the branch tier's Spark tasks).
 - Executors reserve 0 Ray CPUs (`spark.ray.raydp_spark_executor.actor.resource.cpu`),
   and at least one Ray CPU must stay free, or Spark jobs and Ray tasks deadlock.
 - Quiet: no console progress, log4j at error.
@@ -88,6 +91,7 @@ def spark_configs(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
+        "spark.executorEnv.PYTHONSAFEPATH": "1",
         "spark.log4j.config.file.name": log4j,
     }
 

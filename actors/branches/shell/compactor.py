@@ -11,6 +11,13 @@ Failpoints `branches.compactor.after_step1|2|3` sit after each step: a crash the
 the "compactor killed at each step" of the seed's promise (the branch stays readable
 and equivalent; what the steps left behind is garbage for `gc.py`).
 ("status",) answers the counts of compactions by outcome.
+
+Merges that read at least `spark.threshold` base entries go to the cluster's Spark
+bridge, the rest run here (`merging.py`; either way the same metarange).
+
+On start it lists the branches and schedules an unforced compaction of every branch
+holding sealed tokens (`recovery.py`: what a compaction killed after step 1 left,
+e.g. by a move of the services to a new KV leader), run on the tick once due.
 """
 
 from __future__ import annotations
@@ -20,12 +27,15 @@ from dataclasses import dataclass, field
 
 from sediment import log
 from sediment.actors.branches import compactor as cp
+from sediment.actors.branches import recovery as rc
 from sediment.actors.branches.apply import SplitRule
+from sediment.actors.branches.branch import Branch
 from sediment.actors.branches.errors import BranchesError
 from sediment.actors.branches.history import NoRecorder, Recorder
 from sediment.actors.branches.metarange import MetaRangeStore
 from sediment.actors.branches.sensor import Trigger
 from sediment.actors.branches.shell.kv_process import ProcessKv
+from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.names import SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.branches.shell.recorder import ProcessRecorder
@@ -53,6 +63,7 @@ class CompactorConfig:
     sensor: str = SENSOR_NAME
     recorder: Pid | None = None  # a `recorder.collector` for history checks
     seed: int | None = None  # deterministic staging tokens on sim
+    spark: SparkPolicy = field(default_factory=SparkPolicy)  # large merges on Spark
 
     def __post_init__(self) -> None:
         if not self.kv_nodes or not all(isinstance(n, str) and n for n in self.kv_nodes):
@@ -72,8 +83,9 @@ class _Tick:
 async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
     recorder: Recorder = (NoRecorder() if config.recorder is None
                           else ProcessRecorder(ctx, config.recorder))
-    tier = Tier(ProcessKv(ctx, config.kv_nodes), ProcessEnv(ctx, config.seed),
-                MetaRangeStore(config.root, config.rule), config.tier, recorder)
+    env = ProcessEnv(ctx, config.seed)
+    tier = Tier(ProcessKv(ctx, config.kv_nodes), env, MetaRangeStore(config.root, config.rule),
+                config.tier, recorder, merger=BridgeMerger(ctx, env, config.spark))
     counts: dict[str, int] = {}
 
     async def hook(step: str) -> None:
@@ -90,12 +102,18 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
                      tokens=len(done.started.sealed_tokens), seconds=round(done.seconds, 3))
         return done
 
+    pending = await _recoveries(tier)
+    if pending:
+        _logger.info("compactions to redo", branches=len(pending))
     ctx.send_after(config.poll_interval, ctx.self(), _Tick())
     while True:
         msg = await ctx.receive()
         if isinstance(msg, _Tick) or msg == WORK:
             if isinstance(msg, _Tick):
                 ctx.send_after(config.poll_interval, ctx.self(), _Tick())
+                ready, pending = rc.due(pending, ctx.now())
+                for r in ready:
+                    await run(r.repo, r.branch, force=False)
             for _ in range(MAX_TAKES):
                 trigger = await _take(ctx, config.sensor)
                 if trigger is None:
@@ -108,11 +126,25 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
             ok = isinstance(result, cp.Compaction)
             ctx.reply(msg.from_, ("ok", result) if ok else ("error", result))
         elif isinstance(msg, Call) and msg.request == ("status",):
-            ctx.reply(msg.from_, {"counts": dict(counts)})
+            ctx.reply(msg.from_, {"counts": dict(counts), "recoveries": len(pending)})
         elif isinstance(msg, Call):
             ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
         else:
             _logger.warning("compactor got an unexpected message", message=repr(msg)[:200])
+
+
+async def _recoveries(tier: Tier) -> list[rc.Recovery]:
+    """The compactions to redo (a KV that does not answer: none, logged)."""
+    found: list[tuple[str, str, Branch]] = []
+    try:
+        for repo in await tier.refs.list_repos():
+            for name, b in await tier.refs.list_branches(repo):
+                found.append((repo, name, b))
+    except (BranchesError, KvError, CallError) as err:
+        _logger.warning("could not list branches to redo their compactions",
+                        error=f"{type(err).__name__}: {err}"[:200])
+        return []
+    return rc.recoveries(found, tier.env.now(), tier.config.compaction_interval)
 
 
 async def _take(ctx: Process, sensor: str) -> Trigger | None:
