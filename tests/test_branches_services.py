@@ -225,12 +225,13 @@ def test_the_collector_runs_periodically_beside_the_compactor(tmp_path: Path) ->
         assert victim is not None
         s.rt.arm_failpoint(victim, "branches.compactor.after_step3", "crash")
         s.rt.spawn(_compact, node="n2")
-        s.until(lambda: s.pair()[1] not in (None, victim), "the compactor restarted")
+        s.until(lambda s=s, victim=victim: s.pair()[1] not in (None, victim),
+                "the compactor restarted")
         finishes = [ev for ev in s.events() if isinstance(ev, Updated)
                     and ev.kind == "compaction_finish"]
         assert len(finishes) == 1 and finishes[0].before is not None
         (token,) = finishes[0].before.sealed_tokens
-        s.until(lambda: s.rt.call(GC_NAME, ("status",), timeout=10)["tokens"] >= 1,
+        s.until(lambda s=s: s.rt.call(GC_NAME, ("status",), timeout=10)["tokens"] >= 1,
                 "a periodic pass dropping the token")
         assert not run_sync(s.lake.tier.staging.has_entries(R, token, 0))
         assert s.lake.ls(R, "main", amount=100).entries == want
