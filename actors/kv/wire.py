@@ -1,4 +1,4 @@
-"""etcd v3 protobuf (etcdserverpb, compiled stubs of `etcd-sdk-python`) <-> the KV's types.
+"""etcd v3 protobuf (etcdserverpb, compiled stubs in `sediment.actors.etcd.pb`) <-> the KV's types.
 
 Both directions for requests and results, so one mapping serves the client that talks to
 an etcd endpoint (`etcd_client.py`: a real etcd, or Sediment's own gRPC server later) and
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyetcd.etcdrpc import kv_pb2, rpc_pb2
-
+from sediment.actors.etcd.pb import kv_pb2, rpc_pb2
 from sediment.actors.kv.errors import ErrKeyNotFound, InvalidRequest
 from sediment.actors.kv.types import (
     Compact,
