@@ -1,0 +1,199 @@
+"""The etcd v3 gRPC server of one node: a Sediment process in the node's raft host.
+
+It serves etcd's KV, Watch, Lease, Maintenance, Cluster and Auth services on its own
+port with grpc.aio, on the event loop of the host actor it runs in. It runs in the raft
+host (`RAFT_HOST`) so that on the leader's node a request reaches the raft member as an
+in-memory step: the gRPC handlers are tasks of this process and call the member with
+`ctx.call` like any process code. The process follows the local member's leadership
+notices (the router's leader and the headers' raft term) and answers ("endpoint",)
+with the URL it serves, which MemberList and `Cluster.endpoints()` read.
+
+Ray only: the simulator's loop has no sockets (`Cluster.start(..., etcd=...)` refuses
+it there). When the process ends (killed, or its supervisor stops it) the gRPC server is
+stopped with it; the port is bound without SO_REUSEPORT, so a restarted server never
+shares it with one still closing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from sediment import log
+from sediment.actors.etcd import status as st
+from sediment.actors.etcd.auth import NoAuth
+from sediment.actors.etcd.leases import Leases
+from sediment.actors.etcd.names import etcd_name
+from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
+from sediment.actors.etcd.pb import rpc_pb2_grpc as _rpc_pb2_grpc
+from sediment.actors.etcd.router import Router
+from sediment.actors.etcd.services import ClusterService, KVService, MaintenanceService
+from sediment.actors.etcd.watch_stream import WatchService
+from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
+from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.server import GroupSpec
+from sediment.runtime.errors import CallError
+from sediment.runtime.messages import Call, Down
+from sediment.runtime.process import Process
+
+pb: Any = _rpc_pb2  # generated code: untyped
+pbg: Any = _rpc_pb2_grpc
+
+_logger = log.get_logger("sediment.etcd.server")
+GRPC_OVERHEAD = 512 * 1024  # etcd's grpcOverheadBytes above --max-request-bytes
+MAX_STREAMS = 1000  # concurrent streams on one client connection
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Server TLS: certificate and key (PEM files); `client_ca` turns on client
+    certificate authentication (etcd's --client-cert-auth with --trusted-ca-file)."""
+
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+@dataclass(frozen=True)
+class EtcdWire:
+    """The etcd API as `Cluster.start(..., etcd=EtcdWire(...))` asks for it: the
+    address to bind and each node's port (in node order; 0 or none given: any free
+    port), request timeout, TLS."""
+
+    ports: tuple[int, ...] = ()
+    host: str = "127.0.0.1"
+    request_timeout: float = 10.0
+    tls: TlsFiles | None = None
+
+    def config(self, spec: GroupSpec, limits: Limits) -> EtcdConfig:
+        if self.ports and len(self.ports) != len(spec.nodes):
+            raise ValueError(f"EtcdWire.ports names {len(self.ports)} ports for "
+                             f"{len(spec.nodes)} nodes")
+        return EtcdConfig(spec, tuple(self.ports), self.host, limits, self.request_timeout,
+                          self.tls)
+
+
+@dataclass(frozen=True)
+class EtcdConfig:
+    """What every node's server needs: the KV group, the address to bind ("127.0.0.1"),
+    each node's port (0: any free port; `ports` lines up with the group's nodes)."""
+
+    spec: GroupSpec
+    ports: tuple[int, ...]
+    host: str = "127.0.0.1"
+    limits: Limits = DEFAULT_LIMITS
+    request_timeout: float = 10.0
+    tls: TlsFiles | None = None
+
+    def port_of(self, node: str) -> int:
+        return self.ports[self.spec.nodes.index(node)] if self.ports else 0
+
+
+@dataclass
+class EtcdServer:
+    """The state the services share (one per process)."""
+
+    ctx: Process
+    config: EtcdConfig
+    router: Router
+    url: str = ""
+    endpoints: dict[str, str] = field(default_factory=dict)
+    auth: Any = field(default_factory=NoAuth)
+    leases: Any = None
+
+    def __post_init__(self) -> None:
+        self.me = self.ctx.self().node
+        self.nodes = self.config.spec.nodes
+        self.spec = self.config.spec
+        self.limits = self.config.limits
+        self.request_timeout = self.config.request_timeout
+        self.cluster_id = st.cluster_id(self.nodes)
+        self.member_id = st.member_id(self.me)
+        if self.leases is None:
+            self.leases = Leases(self.limits)
+
+    def header(self, revision: int) -> Any:
+        return pb.ResponseHeader(cluster_id=self.cluster_id, member_id=self.member_id,
+                                 revision=revision, raft_term=self.router.term)
+
+    def reply(self, response: Any) -> Any:
+        """A KV response with the server's ids and term in the header."""
+        response.header.cluster_id = self.cluster_id
+        response.header.member_id = self.member_id
+        response.header.raft_term = self.router.term
+        return response
+
+    async def head_header(self) -> Any:
+        head = await self.router.local_query(("head",))
+        return self.header(head if isinstance(head, int) else 0)
+
+    async def endpoint_of(self, node: str) -> str:
+        if node == self.me:
+            return self.url
+        if node not in self.endpoints:
+            try:
+                url = await self.ctx.call(etcd_name(node), ("endpoint",), timeout=2)
+            except CallError:
+                return ""
+            if url:
+                self.endpoints[node] = url
+        return self.endpoints.get(node, "")
+
+
+def _credentials(tls: TlsFiles) -> Any:
+    def read(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    ca = read(tls.client_ca) if tls.client_ca else None
+    return grpc.ssl_server_credentials([(read(tls.key), read(tls.cert))], root_certificates=ca,
+                                       require_client_auth=ca is not None)
+
+
+async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
+    """Process entry: bind the port, serve until the process ends."""
+    me = ctx.self().node
+    raft = await ctx.whereis(raft_name(KV_GROUP, me))
+    if raft is None:
+        raise RuntimeError(f"the kv raft member on {me} is not running")
+    ctx.monitor(raft)
+    router = Router(ctx, KV_GROUP, config.spec.nodes, raft)
+    server = EtcdServer(ctx, config, router)
+    router.leadership(*await ctx.call(raft, ("subscribe", ctx.self()), timeout=30))
+    options = [("grpc.max_receive_message_length", config.limits.max_request_bytes
+                + GRPC_OVERHEAD),
+               ("grpc.max_send_message_length", 2**31 - 1),
+               ("grpc.max_concurrent_streams", MAX_STREAMS),
+               ("grpc.so_reuseport", 0)]
+    grpc_server = grpc.aio.server(options=options)
+    pbg.add_KVServicer_to_server(KVService(server), grpc_server)
+    pbg.add_WatchServicer_to_server(WatchService(server), grpc_server)
+    pbg.add_MaintenanceServicer_to_server(MaintenanceService(server), grpc_server)
+    pbg.add_ClusterServicer_to_server(ClusterService(server), grpc_server)
+    address = f"{config.host}:{config.port_of(me)}"
+    if config.tls is None:
+        port = grpc_server.add_insecure_port(address)
+    else:
+        port = grpc_server.add_secure_port(address, _credentials(config.tls))
+    scheme = "http" if config.tls is None else "https"
+    server.url = f"{scheme}://{config.host}:{port}"
+    await grpc_server.start()
+    _logger.info("etcd server up", url=server.url)
+    try:
+        while True:
+            msg = await ctx.receive()
+            if isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
+                router.leadership(msg[2], msg[3])
+            elif isinstance(msg, Call):
+                ctx.reply(msg.from_, server.url if msg.request == ("endpoint",)
+                          else ("error", ("unknown_request", msg.request)))
+            elif isinstance(msg, Down) and msg.pid == raft:
+                raise RuntimeError(f"the kv raft member went down: {msg.reason}")
+    finally:
+        await grpc_server.stop(0)
+
+
+__all__ = ["EtcdConfig", "EtcdServer", "EtcdWire", "TlsFiles", "etcd_server"]
