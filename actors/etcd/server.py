@@ -27,7 +27,6 @@ from sediment.actors.etcd.auth import NoAuth
 from sediment.actors.etcd.leases import Leases
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.pb import rpc_pb2_grpc as _rpc_pb2_grpc
 from sediment.actors.etcd.router import Router
 from sediment.actors.etcd.services import ClusterService, KVService, MaintenanceService
 from sediment.actors.etcd.watch_stream import WatchService
@@ -40,7 +39,6 @@ from sediment.runtime.messages import Call, Down
 from sediment.runtime.process import Process
 
 pb: Any = _rpc_pb2  # generated code: untyped
-pbg: Any = _rpc_pb2_grpc
 
 _logger = log.get_logger("sediment.etcd.server")
 GRPC_OVERHEAD = 512 * 1024  # etcd's grpcOverheadBytes above --max-request-bytes
@@ -153,6 +151,62 @@ def _credentials(tls: TlsFiles) -> Any:
                                        require_client_auth=ca is not None)
 
 
+class _Malformed:
+    """A request whose bytes are no message of its type (handed to the handler, which
+    answers etcd's INTERNAL "error unmarshalling request" as Go's gRPC does)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _decoder(cls: Any) -> Any:
+    def decode(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except Exception as err:  # noqa: BLE001 - any decoding failure is the client's
+            return _Malformed(err)
+    return decode
+
+
+def _guarded(method: Any) -> Any:
+    async def unary(request: Any, context: Any) -> Any:
+        if isinstance(request, _Malformed):
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                f"grpc: error unmarshalling request: {request.error}")
+        return await method(request, context)
+    return unary
+
+
+def _handlers(service: str, servicer: Any) -> Any:
+    """The service's methods with decoders that never raise (generated code would answer
+    a malformed request with UNKNOWN, etcd answers INTERNAL). A method the servicer does
+    not define answers UNIMPLEMENTED, as etcd's do for what it does not serve."""
+    descriptor = pb.DESCRIPTOR.services_by_name[service]
+    handlers = {}
+    for m in descriptor.methods:
+        decode = _decoder(getattr(pb, m.input_type.name))
+        encode = getattr(pb, m.output_type.name).SerializeToString
+        method = getattr(servicer, m.name, None)
+        if method is None:
+            method = _unimplemented(f"etcdserverpb.{service}/{m.name}")
+        if m.client_streaming and m.server_streaming:
+            handlers[m.name] = grpc.stream_stream_rpc_method_handler(
+                method, request_deserializer=decode, response_serializer=encode)
+        elif m.server_streaming:
+            handlers[m.name] = grpc.unary_stream_rpc_method_handler(
+                method, request_deserializer=decode, response_serializer=encode)
+        else:
+            handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+                _guarded(method), request_deserializer=decode, response_serializer=encode)
+    return grpc.method_handlers_generic_handler(f"etcdserverpb.{service}", handlers)
+
+
+def _unimplemented(name: str) -> Any:
+    async def method(request: Any, context: Any) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"sediment does not serve {name}")
+    return method
+
+
 async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     """Process entry: bind the port, serve until the process ends."""
     me = ctx.self().node
@@ -169,10 +223,10 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
                ("grpc.max_concurrent_streams", MAX_STREAMS),
                ("grpc.so_reuseport", 0)]
     grpc_server = grpc.aio.server(options=options)
-    pbg.add_KVServicer_to_server(KVService(server), grpc_server)
-    pbg.add_WatchServicer_to_server(WatchService(server), grpc_server)
-    pbg.add_MaintenanceServicer_to_server(MaintenanceService(server), grpc_server)
-    pbg.add_ClusterServicer_to_server(ClusterService(server), grpc_server)
+    for name, servicer in (("KV", KVService(server)), ("Watch", WatchService(server)),
+                           ("Maintenance", MaintenanceService(server)),
+                           ("Cluster", ClusterService(server))):
+        grpc_server.add_generic_rpc_handlers((_handlers(name, servicer),))
     address = f"{config.host}:{config.port_of(me)}"
     if config.tls is None:
         port = grpc_server.add_insecure_port(address)

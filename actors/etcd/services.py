@@ -18,13 +18,11 @@ import grpc
 
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.pb import rpc_pb2_grpc as _rpc_pb2_grpc
 from sediment.actors.kv import validation, wire
 from sediment.actors.kv.machine import DB_FILE
 from sediment.actors.kv.types import Compact, Put, Range
 
 pb: Any = _rpc_pb2  # generated code: untyped
-pbg: Any = _rpc_pb2_grpc
 
 if TYPE_CHECKING:
     from sediment.actors.etcd.server import EtcdServer
@@ -41,7 +39,7 @@ async def answer(context: Any, handler: Handler, request: Any) -> Any:
         await context.abort(getattr(grpc.StatusCode, code), message)
 
 
-class KVService(pbg.KVServicer):  # type: ignore[misc]
+class KVService:
     def __init__(self, server: EtcdServer) -> None:
         self.s = server
 
@@ -95,7 +93,7 @@ def _raise(result: Any) -> Any:
     return result
 
 
-class MaintenanceService(pbg.MaintenanceServicer):  # type: ignore[misc]
+class MaintenanceService:
     """Status, Alarm (none are ever raised), Defragment (SQLite needs none: answered
     ok), HashKV. Snapshot and MoveLeader are not served (UNIMPLEMENTED)."""
 
@@ -139,7 +137,7 @@ class MaintenanceService(pbg.MaintenanceServicer):  # type: ignore[misc]
                                  compact_revision=compact_revision)
 
 
-class ClusterService(pbg.ClusterServicer):  # type: ignore[misc]
+class ClusterService:
     """MemberList: every node of the KV group with the endpoint its server serves.
     Membership changes are not served (UNIMPLEMENTED): the group's nodes are fixed."""
 

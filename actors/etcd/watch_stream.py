@@ -34,7 +34,6 @@ import grpc
 from sediment import log
 from sediment.actors.etcd.pb import kv_pb2 as _kv_pb2
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.pb import rpc_pb2_grpc as _rpc_pb2_grpc
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
 from sediment.actors.kv.names import kv_node_name
@@ -43,7 +42,6 @@ from sediment.runtime.errors import CallError
 
 kv_pb2: Any = _kv_pb2
 pb: Any = _rpc_pb2  # generated code: untyped
-pbg: Any = _rpc_pb2_grpc
 
 if TYPE_CHECKING:
     from sediment.actors.etcd.server import EtcdServer
@@ -83,7 +81,7 @@ def fragments(response: Any, limit: int) -> list[Any]:
     return parts
 
 
-class WatchService(pbg.WatchServicer):  # type: ignore[misc]
+class WatchService:
     def __init__(self, server: EtcdServer) -> None:
         self.s = server
 
