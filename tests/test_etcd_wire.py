@@ -205,10 +205,8 @@ def test_thousands_of_watches_on_one_stream_and_a_client_that_never_reads(
         requests = [pb.WatchRequest(create_request=pb.WatchCreateRequest(
             key=f"/many/{i}".encode())) for i in range(n)]
         stream = watch.Watch(iter(requests), timeout=120)
-        created = 0
-        for response in stream:
+        for created, response in enumerate(stream, start=1):
             assert response.created and not response.canceled, response
-            created += 1
             if created == n:
                 break
         stream.cancel()
