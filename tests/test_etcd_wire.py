@@ -149,6 +149,39 @@ def test_endpoint_status_and_member_list(wire: Cluster) -> None:
     assert "is healthy" in ctl(urls[1], "endpoint", "health")
 
 
+def _granted(out: str) -> str:
+    assert "granted with TTL" in out, out
+    return out.split()[1]  # "lease 694d77aa9e38260f granted with TTL(30s)"
+
+
+def test_lease_grant_attach_keep_alive_time_to_live_and_revoke(wire: Cluster) -> None:
+    url, follower = _leader_url(wire), _follower_url(wire)
+    lease = _granted(ctl(follower, "lease", "grant", "30"))
+    ctl(url, "put", "/lease/a", "1", f"--lease={lease}")
+    ctl(follower, "put", "/lease/b", "2", f"--lease={lease}")
+    assert lease in ctl(url, "lease", "list")
+    ttl = ctl(follower, "lease", "timetolive", lease, "--keys")
+    assert "granted with TTL(30s)" in ttl and "/lease/a" in ttl and "/lease/b" in ttl, ttl
+    assert "keepalived with TTL(30)" in ctl(follower, "lease", "keep-alive", "--once", lease)
+    before = _head(url)
+    assert "revoked" in ctl(follower, "lease", "revoke", lease)
+    assert ctl(url, "get", "--prefix", "/lease/").strip() == ""
+    assert _head(url) == before + 1  # both keys deleted in one revision
+    assert "already expired" in ctl(url, "lease", "timetolive", lease)
+
+
+def test_an_expired_lease_is_revoked_by_the_leader(wire: Cluster) -> None:
+    url = _leader_url(wire)
+    lease = _granted(ctl(url, "lease", "grant", "1"))  # etcd's minimum TTL applies: 2 s
+    ctl(url, "put", "/expire/k", "v", f"--lease={lease}")
+    for _ in range(600):  # bounded: the leader checks deadlines every half second
+        if ctl(url, "get", "/expire/k").strip() == "":
+            break
+        wire.rt.sleep(0.1)
+    assert ctl(url, "get", "/expire/k").strip() == ""
+    assert "already expired" in ctl(url, "lease", "timetolive", lease)
+
+
 def test_a_lease_that_does_not_exist_writes_nothing(wire: Cluster) -> None:
     url = _leader_url(wire)
     before = _head(url)

@@ -16,6 +16,7 @@ shares it with one still closing.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,17 +25,20 @@ import grpc
 from sediment import log
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.auth import NoAuth
-from sediment.actors.etcd.leases import Leases
+from sediment.actors.etcd.leases import Leases, LeaseService, at_leader
+from sediment.actors.etcd.lessor_core import Lessor
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
 from sediment.actors.etcd.router import Router
 from sediment.actors.etcd.services import ClusterService, KVService, MaintenanceService
 from sediment.actors.etcd.watch_stream import WatchService
+from sediment.actors.kv.errors import ErrLeaseNotFound
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.types import LeaseCheckpoint, LeaseRevoke
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.server import GroupSpec
-from sediment.runtime.errors import CallError
+from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.process import Process
 
@@ -43,6 +47,11 @@ pb: Any = _rpc_pb2  # generated code: untyped
 _logger = log.get_logger("sediment.etcd.server")
 GRPC_OVERHEAD = 512 * 1024  # etcd's grpcOverheadBytes above --max-request-bytes
 MAX_STREAMS = 1000  # concurrent streams on one client connection
+LEASE_TICK = 0.5  # seconds between two looks at the leases' deadlines (leader only)
+CHECKPOINT_EVERY = 5.0  # seconds between two lease checkpoints (etcd: 5 min)
+RECONCILE_EVERY = 2.0  # seconds between two looks at the machine's leases
+ELECTION_EXTEND = 1.0  # seconds a new leader adds to every lease (an election timeout)
+MAX_REVOKES = 64  # expired leases being revoked at once
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,10 @@ class EtcdServer:
     endpoints: dict[str, str] = field(default_factory=dict)
     auth: Any = field(default_factory=NoAuth)
     leases: Any = None
+    lessor: Lessor = field(default_factory=Lessor)
+    revoking: set[asyncio.Task[None]] = field(default_factory=set)
+    checkpointed_at: float = 0.0
+    reconciled_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.me = self.ctx.self().node
@@ -128,6 +141,86 @@ class EtcdServer:
         head = await self.router.local_query(("head",))
         return self.header(head if isinstance(head, int) else 0)
 
+    # -- leases (the lessor runs where the local member leads) ---------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self.router.leader == self.me and self.lessor.leading
+
+    def lease_granted(self, lease: int, ttl: int) -> None:
+        if self.leading:
+            self.lessor.granted(self.ctx.now(), lease, ttl)
+
+    async def _machine_leases(self) -> list[Any]:
+        infos = await self.router.local_query(("leases",))
+        return list(infos) if isinstance(infos, list) else []
+
+    async def renew(self, lease: int) -> int:
+        """A keep-alive: the TTL, 0 for a lease that does not exist (etcd's answer)."""
+        if not self.leading:
+            return int(await at_leader(self, ("renew", lease)))
+        ttl = self.lessor.renew(self.ctx.now(), lease)
+        if ttl is None and lease not in self.lessor.deadline:  # granted through another node
+            self.lessor.reconcile(self.ctx.now(), await self._machine_leases())
+            ttl = self.lessor.renew(self.ctx.now(), lease)
+        return 0 if ttl is None else ttl
+
+    async def time_to_live(self, lease: int) -> int | None:
+        if not self.leading:
+            left = await at_leader(self, ("ttl", lease))
+            return None if left is None else int(left)
+        return self.lessor.remaining(self.ctx.now(), lease)
+
+    async def leadership(self, leader: str | None, term: int) -> None:
+        self.router.leadership(leader, term)
+        if self.router.leader == self.me and not self.lessor.leading:
+            self.lessor.promote(self.ctx.now(), await self._machine_leases(), ELECTION_EXTEND)
+            self.checkpointed_at = self.reconciled_at = self.ctx.now()
+            _logger.info("lessor promoted", leases=len(self.lessor.deadline))
+        elif self.router.leader != self.me and self.lessor.leading:
+            self.lessor.demote()
+
+    async def lease_tick(self) -> None:
+        """Revoke what expired, checkpoint remaining TTLs, follow the machine's leases."""
+        if not self.leading:
+            return
+        now = self.ctx.now()
+        if now - self.reconciled_at >= RECONCILE_EVERY:
+            self.reconciled_at = now
+            self.lessor.reconcile(now, await self._machine_leases())
+        for lease in self.lessor.expired(self.ctx.now()):
+            if len(self.revoking) >= MAX_REVOKES:
+                self.lessor.revoking.pop(lease, None)  # next tick
+                continue
+            task = asyncio.ensure_future(self._revoke(lease))
+            self.revoking.add(task)
+            task.add_done_callback(self.revoking.discard)
+        if now - self.checkpointed_at >= CHECKPOINT_EVERY:
+            self.checkpointed_at = now
+            items = self.lessor.checkpoints(now)
+            if items:
+                task = asyncio.ensure_future(self._checkpoint(items))
+                self.revoking.add(task)
+                task.add_done_callback(self.revoking.discard)
+
+    async def _revoke(self, lease: int) -> None:
+        try:
+            _, result = await self.router.propose(LeaseRevoke(lease), self.request_timeout)
+        except Exception as err:  # noqa: BLE001 - retried at a later tick
+            _logger.info("lease revoke not done", lease=lease, error=str(err)[:200])
+            return
+        if result is None or not isinstance(result, Exception) or isinstance(
+                result, ErrLeaseNotFound):
+            self.lessor.revoked(lease)
+
+    async def _checkpoint(self, items: tuple[tuple[int, int], ...]) -> None:
+        try:
+            await self.router.propose(LeaseCheckpoint(items), self.request_timeout)
+        except Exception as err:  # noqa: BLE001 - the next checkpoint carries them again
+            for lease, _ in items:
+                self.lessor.checkpointed.pop(lease, None)
+            _logger.info("lease checkpoint not done", error=str(err)[:200])
+
     async def endpoint_of(self, node: str) -> str:
         if node == self.me:
             return self.url
@@ -149,6 +242,24 @@ def _credentials(tls: TlsFiles) -> Any:
     ca = read(tls.client_ca) if tls.client_ca else None
     return grpc.ssl_server_credentials([(read(tls.key), read(tls.cert))], root_certificates=ca,
                                        require_client_auth=ca is not None)
+
+
+async def _on_call(server: EtcdServer, call: Call) -> None:
+    """("endpoint",); from the other nodes' servers: ("renew", lease), ("ttl", lease)."""
+    ctx, request = server.ctx, call.request
+    if request == ("endpoint",):
+        ctx.reply(call.from_, server.url)
+    elif isinstance(request, tuple) and len(request) == 2 and request[0] in ("renew", "ttl"):
+        if not server.leading:
+            ctx.reply(call.from_, ("not_leader", server.router.leader))
+            return
+        now, lease = ctx.now(), int(request[1])
+        if request[0] == "renew":
+            ctx.reply(call.from_, await server.renew(lease))
+        else:
+            ctx.reply(call.from_, server.lessor.remaining(now, lease))
+    else:
+        ctx.reply(call.from_, ("error", ("unknown_request", call.request)))
 
 
 class _Malformed:
@@ -216,7 +327,7 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     ctx.monitor(raft)
     router = Router(ctx, KV_GROUP, config.spec.nodes, raft)
     server = EtcdServer(ctx, config, router)
-    router.leadership(*await ctx.call(raft, ("subscribe", ctx.self()), timeout=30))
+    await server.leadership(*await ctx.call(raft, ("subscribe", ctx.self()), timeout=30))
     options = [("grpc.max_receive_message_length", config.limits.max_request_bytes
                 + GRPC_OVERHEAD),
                ("grpc.max_send_message_length", 2**31 - 1),
@@ -225,6 +336,7 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     grpc_server = grpc.aio.server(options=options)
     for name, servicer in (("KV", KVService(server)), ("Watch", WatchService(server)),
                            ("Maintenance", MaintenanceService(server)),
+                           ("Lease", LeaseService(server)),
                            ("Cluster", ClusterService(server))):
         grpc_server.add_generic_rpc_handlers((_handlers(name, servicer),))
     address = f"{config.host}:{config.port_of(me)}"
@@ -237,13 +349,19 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     await grpc_server.start()
     _logger.info("etcd server up", url=server.url)
     try:
+        ticked = ctx.now()
         while True:
-            msg = await ctx.receive()
+            try:
+                msg = await ctx.receive(timeout=LEASE_TICK if server.leading else None)
+            except ReceiveTimeout:
+                msg = None
+            if server.leading and ctx.now() - ticked >= LEASE_TICK:
+                ticked = ctx.now()
+                await server.lease_tick()
             if isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
-                router.leadership(msg[2], msg[3])
+                await server.leadership(msg[2], msg[3])
             elif isinstance(msg, Call):
-                ctx.reply(msg.from_, server.url if msg.request == ("endpoint",)
-                          else ("error", ("unknown_request", msg.request)))
+                await _on_call(server, msg)
             elif isinstance(msg, Down) and msg.pid == raft:
                 raise RuntimeError(f"the kv raft member went down: {msg.reason}")
     finally:

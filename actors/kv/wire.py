@@ -63,7 +63,8 @@ def range_pb(r: Range) -> Any:
 
 
 def put_pb(p: Put) -> Any:
-    return pb.PutRequest(key=p.key, value=p.value, prev_kv=p.prev_kv)
+    return pb.PutRequest(key=p.key, value=p.value, prev_kv=p.prev_kv, lease=p.lease,
+                         ignore_value=p.ignore_value, ignore_lease=p.ignore_lease)
 
 
 def delete_pb(d: DeleteRange) -> Any:
@@ -132,7 +133,7 @@ def range_from_pb(m: Any) -> Range:
 
 
 def put_from_pb(m: Any) -> Put:
-    return Put(m.key, m.value, m.prev_kv)
+    return Put(m.key, m.value, m.prev_kv, m.lease, m.ignore_value, m.ignore_lease)
 
 
 def delete_from_pb(m: Any) -> DeleteRange:
