@@ -295,3 +295,37 @@ def test_the_same_client_gets_the_same_answers_from_etcd_and_from_sediment(
     finally:
         rt.shutdown()
         shutil.rmtree(data, ignore_errors=True)
+
+
+# ---- sediment.connect ----------------------------------------------------------------
+
+
+def test_connect_puts_gets_watches_and_leases(wire: Cluster) -> None:
+    from sediment import ErrCompacted, connect
+    from sediment.actors.kv.types import Compare, Put
+
+    urls = list(wire.endpoints().values())
+    with connect(urls) as etcd:
+        first = etcd.put("/py/a", "1").revision
+        etcd.put(b"/py/b", b"2")
+        assert [kv.key for kv in etcd.get_prefix("/py/").kvs] == [b"/py/a", b"/py/b"]
+        assert etcd.value("/py/a") == b"1" and etcd.value("/py/none") is None
+        done = etcd.txn([Compare(b"/py/a", "value", "=", b"1")], [Put(b"/py/a", b"3")])
+        assert done.succeeded
+        with etcd.watch("/py/", prefix=True, start_revision=first) as watch:
+            got = [(e.kind, e.kv.key, e.kv.value) for e in watch.events(3)]
+            assert got == [("put", b"/py/a", b"1"), ("put", b"/py/b", b"2"),
+                           ("put", b"/py/a", b"3")]
+            etcd.delete("/py/b")
+            assert [(e.kind, e.kv.key) for e in watch.events(1)] == [("delete", b"/py/b")]
+        lease = etcd.lease_grant(30)
+        etcd.put("/py/leased", "x", lease=lease)
+        assert etcd.lease_keep_alive_once(lease) == 30
+        assert etcd.lease_time_to_live(lease, keys=True).keys == (b"/py/leased",)
+        etcd.lease_revoke(lease)
+        assert etcd.value("/py/leased") is None
+        etcd.compact(etcd.get("/py/a").revision)
+        with pytest.raises(ErrCompacted), etcd.watch("/py/", prefix=True,
+                                                     start_revision=first) as old:
+            old.events(1)
+        assert len(etcd.members()) == 3
