@@ -329,3 +329,39 @@ def test_connect_puts_gets_watches_and_leases(wire: Cluster) -> None:
                                                      start_revision=first) as old:
             old.events(1)
         assert len(etcd.members()) == 3
+
+
+# ---- TLS -------------------------------------------------------------------------------
+
+
+def test_tls_with_client_certificates(ray_cluster: Any, tmp_path: Any) -> None:
+    from tls_helpers import make_certs
+
+    from sediment import connect
+    from sediment.actors.etcd.server import TlsFiles
+    from sediment.runtime import api
+
+    certs = make_certs(tmp_path)
+    rt = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0)
+    try:
+        cluster = Cluster.start(runtime=rt, data_dir=str(tmp_path / "kv"),
+                                compaction_interval=3600.0, etcd=EtcdWire(
+                                    tls=TlsFiles(certs["server"], certs["server_key"],
+                                                 client_ca=certs["ca"])))
+        urls = list(cluster.endpoints().values())
+        assert all(u.startswith("https://127.0.0.1:") for u in urls)
+        auth = [f"--cacert={certs['ca']}", f"--cert={certs['client']}",
+                f"--key={certs['client_key']}"]
+        assert ctl(urls[1], *auth, "put", "/tls/k", "v").strip() == "OK"
+        assert ctl(urls[0], *auth, "get", "/tls/k").split() == ["/tls/k", "v"]
+        no_cert = ctl(urls[0], f"--cacert={certs['ca']}", "--dial-timeout=3s",
+                      "--command-timeout=5s", "get", "/tls/k", check=False)
+        assert "/tls/k" not in no_cert  # the handshake needs a client certificate
+        plain = ctl(urls[0].replace("https", "http"), "--dial-timeout=3s",
+                    "--command-timeout=5s", "get", "/tls/k", check=False)
+        assert "/tls/k" not in plain
+        with connect(urls, ca_cert=certs["ca"], cert=certs["client"],
+                     key=certs["client_key"]) as etcd:
+            assert etcd.value("/tls/k") == b"v"
+    finally:
+        rt.shutdown()
