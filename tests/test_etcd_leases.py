@@ -125,3 +125,74 @@ def test_the_lessor_expires_renews_and_extends_on_promotion() -> None:
     assert lessor.remaining(108.0, 1) is None
     lessor.demote()
     assert not lessor.leading and lessor.deadline == {}
+
+
+# ---- auth (the replicated model, without Ray) ----------------------------------------
+
+from sediment.actors.kv import auth_store as au  # noqa: E402
+from sediment.actors.kv.auth_store import AuthChange, AuthError, Wire  # noqa: E402
+
+
+def _machine_with_auth(tmp_path: Path) -> tuple[NetsyMachine, list[Entry]]:
+    m = NetsyMachine(str(tmp_path / "m"))
+    log: list[Entry] = []
+    for cmd in (AuthChange("user_add", ("root", au.hash_password("pw"))),
+                AuthChange("role_add", ("root",)),
+                AuthChange("user_grant_role", ("root", "root")),
+                AuthChange("role_add", ("reader",)),
+                AuthChange("role_grant_permission", ("reader", au.READ, b"/a/".hex(),
+                                                     b"/a0".hex())),
+                AuthChange("user_add", ("alice", au.hash_password("apw"))),
+                AuthChange("user_grant_role", ("alice", "reader")),
+                AuthChange("enable", ())):
+        log.append(Entry(len(log) + 1, 1, 0.0, cmd))
+        assert not isinstance(m.apply(log[-1]), Exception), cmd
+    return m, log
+
+
+def test_auth_checks_each_request_at_apply_and_a_denied_one_changes_nothing(
+        tmp_path: Path) -> None:
+    m, log = _machine_with_auth(tmp_path)
+    rev = m.auth.state.revision
+
+    def apply(cmd: object) -> object:
+        log.append(Entry(len(log) + 1, 1, 0.0, cmd))
+        return m.apply(log[-1])
+
+    head = m.store.head
+    assert isinstance(apply(Wire(None, rev, Put(b"/a/k", b"v"))), AuthError)  # no user
+    denied = apply(Wire("alice", rev, Put(b"/a/k", b"v")))
+    assert isinstance(denied, AuthError) and denied.name == "ErrPermissionDenied"
+    assert m.store.head == head
+    assert not isinstance(apply(Wire("root", rev, Put(b"/a/k", b"v"))), Exception)
+    assert m.query(Wire("alice", rev, Range(b"/a/k"))).kvs[0].value == b"v"
+    assert isinstance(m.query(Wire("alice", rev, Range(b"/b"))), AuthError)
+    assert isinstance(m.query(Wire("alice", rev, Range(b"/a/", b"/b"))), AuthError)
+    apply(Wire("root", rev, AuthChange("role_revoke_permission", ("reader", b"/a/".hex(),
+                                                                     b"/a0".hex()))))
+    stale = m.query(Wire("alice", rev, Range(b"/a/k")))
+    assert isinstance(stale, AuthError) and stale.name == "ErrAuthOldRevision"
+    assert isinstance(apply(Wire("alice", m.auth.state.revision,
+                                 AuthChange("user_add", ("eve", "x")))), AuthError)
+    m.close()
+
+
+def test_tokens_name_users_and_the_auth_state_survives_a_snapshot(tmp_path: Path) -> None:
+    m, log = _machine_with_auth(tmp_path)
+    log.append(Entry(len(log) + 1, 1, 0.0, AuthChange("token", ("tok.1", "alice"))))
+    assert m.apply(log[-1]) == "tok.1"
+    assert m.query(("auth_token", "tok.1")) == ("alice", m.auth.state.revision)
+    assert isinstance(m.query(("auth_token", "nope")), AuthError)
+    assert m.query(("auth", "user_list", (), "root")) == ["alice", "root"]
+    assert isinstance(m.query(("auth", "user_list", (), "alice")), AuthError)
+    data, _ = m.snapshot()
+    other = NetsyMachine(str(tmp_path / "o"))
+    other.restore(data, m.applied, log)
+    assert other.auth.state == m.auth.state
+    assert isinstance(other.query(("auth_token", "tok.1")), AuthError)  # memory only
+    with pytest.raises(AuthError, match="root user does not exist"):
+        au.change(au.AuthState(), "enable", ())
+    assert au.password_ok(m.auth.state.users["alice"]["password"], "apw")
+    assert not au.password_ok(m.auth.state.users["alice"]["password"], "wrong")
+    m.close()
+    other.close()

@@ -190,6 +190,36 @@ def test_a_lease_that_does_not_exist_writes_nothing(wire: Cluster) -> None:
     assert _head(url) == before
 
 
+def test_auth_on_and_off_with_etcdctl(wire: Cluster) -> None:
+    url, follower = _leader_url(wire), _follower_url(wire)
+    root, alice = "--user=root:rootpw", "--user=alice:apw"
+    ctl(url, "user", "add", "root:rootpw")
+    ctl(url, "role", "add", "reader")
+    ctl(url, "role", "grant-permission", "reader", "read", "/auth/", "--prefix=true")
+    ctl(url, "user", "add", "alice:apw")
+    ctl(url, "user", "grant-role", "alice", "reader")
+    assert "Authentication Enabled" in ctl(url, "auth", "enable")
+    try:
+        assert "user name is empty" in ctl(url, "put", "/auth/k", "v", check=False)
+        assert ctl(follower, root, "put", "/auth/k", "v").strip() == "OK"
+        assert ctl(follower, alice, "get", "/auth/k").split() == ["/auth/k", "v"]
+        head = int(ctl(url, root, "get", "/auth/k", "-w", "json")
+                   .split('"revision":')[1].split(",")[0])
+        assert "permission denied" in ctl(url, alice, "put", "/auth/k", "x", check=False)
+        assert "permission denied" in ctl(url, alice, "get", "/other", check=False)
+        assert "authentication failed" in ctl(url, "--user=alice:wrong", "get", "/auth/k",
+                                              check=False)
+        assert "permission denied" in ctl(url, alice, "user", "list", check=False)
+        assert "alice" in ctl(url, root, "user", "list")
+        after = int(ctl(url, root, "get", "/auth/k", "-w", "json")
+                    .split('"revision":')[1].split(",")[0])
+        assert after == head  # the denied put wrote nothing
+        assert ctl(url, root, "get", "/auth/k").split() == ["/auth/k", "v"]
+    finally:
+        assert "Authentication Disabled" in ctl(url, root, "auth", "disable")
+    assert ctl(url, "put", "/auth/k2", "v").strip() == "OK"
+
+
 # ---- bad input over the wire ----------------------------------------------------------
 
 

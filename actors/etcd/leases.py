@@ -89,26 +89,27 @@ class LeaseService:
             await context.write(pb.LeaseKeepAliveResponse(
                 header=self.s.header(0), ID=request.ID, TTL=max(ttl, 0)))
 
-    async def _grant(self, request: Any) -> Any:
+    async def _grant(self, request: Any, context: Any) -> Any:
         ttl = check_ttl(int(request.TTL))
         lease = int(request.ID) or new_id()
         if lease < 0:
             raise InvalidRequest("a lease id must not be negative")
-        _, result = await self.s.router.propose(LeaseGrant(lease, ttl), self.s.request_timeout)
+        command = await self.s.auth.wrap(LeaseGrant(lease, ttl), context)
+        _, result = await self.s.router.propose(command, self.s.request_timeout)
         if isinstance(result, Exception):
             raise result
         self.s.lease_granted(lease, ttl)
         return pb.LeaseGrantResponse(header=self.s.header(result.revision), ID=lease, TTL=ttl)
 
-    async def _revoke(self, request: Any) -> Any:
-        _, result = await self.s.router.propose(LeaseRevoke(int(request.ID)),
-                                                self.s.request_timeout)
+    async def _revoke(self, request: Any, context: Any) -> Any:
+        command = await self.s.auth.wrap(LeaseRevoke(int(request.ID)), context)
+        _, result = await self.s.router.propose(command, self.s.request_timeout)
         if isinstance(result, Exception):
             raise result
         self.s.lessor.revoked(int(request.ID))
         return pb.LeaseRevokeResponse(header=self.s.header(result.revision))
 
-    async def _time_to_live(self, request: Any) -> Any:
+    async def _time_to_live(self, request: Any, context: Any) -> Any:
         lease = int(request.ID)
         info = await self.s.router.local_query(("lease", lease, bool(request.keys)))
         if isinstance(info, ErrLeaseNotFound):
@@ -120,7 +121,7 @@ class LeaseService:
                                           TTL=-1 if left is None else left,
                                           grantedTTL=info.ttl, keys=list(info.keys))
 
-    async def _leases(self, request: Any) -> Any:
+    async def _leases(self, request: Any, context: Any) -> Any:
         infos = await self.s.router.local_query(("leases",))
         if isinstance(infos, Exception):
             raise infos

@@ -24,7 +24,7 @@ import grpc
 
 from sediment import log
 from sediment.actors.etcd import status as st
-from sediment.actors.etcd.auth import NoAuth
+from sediment.actors.etcd.auth import Auth, AuthService
 from sediment.actors.etcd.leases import Leases, LeaseService, at_leader
 from sediment.actors.etcd.lessor_core import Lessor
 from sediment.actors.etcd.names import etcd_name
@@ -108,7 +108,7 @@ class EtcdServer:
     router: Router
     url: str = ""
     endpoints: dict[str, str] = field(default_factory=dict)
-    auth: Any = field(default_factory=NoAuth)
+    auth: Any = None
     leases: Any = None
     lessor: Lessor = field(default_factory=Lessor)
     revoking: set[asyncio.Task[None]] = field(default_factory=set)
@@ -125,6 +125,8 @@ class EtcdServer:
         self.member_id = st.member_id(self.me)
         if self.leases is None:
             self.leases = Leases(self.limits)
+        if self.auth is None:
+            self.auth = Auth(self)
 
     def header(self, revision: int) -> Any:
         return pb.ResponseHeader(cluster_id=self.cluster_id, member_id=self.member_id,
@@ -336,7 +338,7 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     grpc_server = grpc.aio.server(options=options)
     for name, servicer in (("KV", KVService(server)), ("Watch", WatchService(server)),
                            ("Maintenance", MaintenanceService(server)),
-                           ("Lease", LeaseService(server)),
+                           ("Lease", LeaseService(server)), ("Auth", AuthService(server)),
                            ("Cluster", ClusterService(server))):
         grpc_server.add_generic_rpc_handlers((_handlers(name, servicer),))
     address = f"{config.host}:{config.port_of(me)}"

@@ -27,13 +27,13 @@ pb: Any = _rpc_pb2  # generated code: untyped
 if TYPE_CHECKING:
     from sediment.actors.etcd.server import EtcdServer
 
-Handler = Callable[[Any], Awaitable[Any]]
+Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
 async def answer(context: Any, handler: Handler, request: Any) -> Any:
     """Run one unary handler; an error becomes etcd's status (nothing else leaks)."""
     try:
-        return await handler(request)
+        return await handler(request, context)
     except Exception as err:  # noqa: BLE001 - every error leaves as a gRPC status
         code, message = st.status_of(err)
         await context.abort(getattr(grpc.StatusCode, code), message)
@@ -58,28 +58,28 @@ class KVService:
     async def Compact(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await answer(context, self._write, (wire.compact_from_pb, request))
 
-    async def _range(self, request: Any) -> Any:
+    async def _range(self, request: Any, context: Any) -> Any:
         r: Range = wire.range_from_pb(request)
         validation.check_request(r, self.s.limits)
-        await self.s.auth.check_range(r)
+        query = await self.s.auth.wrap(r, context)
         if r.serializable:
-            result = await self.s.router.local_query(r)
+            result = await self.s.router.local_query(query)
         else:
-            _, result = await self.s.router.read(r, self.s.request_timeout)
+            _, result = await self.s.router.read(query, self.s.request_timeout)
         return self.s.reply(wire.result_pb(_raise(result)))
 
-    async def _put(self, request: Any) -> Any:
+    async def _put(self, request: Any, context: Any) -> Any:
         command = await self.s.leases.put_command(request)
-        return await self._propose(command)
+        return await self._propose(command, context)
 
-    async def _write(self, item: tuple[Callable[[Any], Any], Any]) -> Any:
+    async def _write(self, item: tuple[Callable[[Any], Any], Any], context: Any) -> Any:
         convert, request = item
-        return await self._propose(convert(request))
+        return await self._propose(convert(request), context)
 
-    async def _propose(self, command: Any) -> Any:
-        if not isinstance(command, Put):  # a leased Put was checked when it was built
+    async def _propose(self, command: Any, context: Any) -> Any:
+        if not isinstance(command, Put):  # a Put was checked when it was built
             validation.check_request(command, self.s.limits)
-        command = await self.s.auth.wrap_write(command)
+        command = await self.s.auth.wrap(command, context)
         _, result = await self.s.router.propose(command, self.s.request_timeout)
         response = wire.result_pb(_raise(result))
         if isinstance(command, Compact) and command.physical:
@@ -112,7 +112,7 @@ class MaintenanceService:
     async def HashKV(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await answer(context, self._hash_kv, request)
 
-    async def _status(self, request: Any) -> Any:
+    async def _status(self, request: Any, context: Any) -> Any:
         s = self.s
         raft = await s.router.local_status()
         path = os.path.join(s.spec.group_dir(s.me), DB_FILE)
@@ -124,13 +124,13 @@ class MaintenanceService:
             raftIndex=int(raft.get("commit", 0)), raftTerm=int(raft.get("term", 0)),
             raftAppliedIndex=int(raft.get("applied", 0)), isLearner=False)
 
-    async def _alarm(self, request: Any) -> Any:
+    async def _alarm(self, request: Any, context: Any) -> Any:
         return pb.AlarmResponse(header=await self.s.head_header())
 
-    async def _defragment(self, request: Any) -> Any:
+    async def _defragment(self, request: Any, context: Any) -> Any:
         return pb.DefragmentResponse(header=await self.s.head_header())
 
-    async def _hash_kv(self, request: Any) -> Any:
+    async def _hash_kv(self, request: Any, context: Any) -> Any:
         found = await self.s.router.local_query(("hash_kv", request.revision))
         digest, compact_revision, head = _raise(found)
         return pb.HashKVResponse(header=self.s.header(head), hash=digest,
@@ -147,7 +147,7 @@ class ClusterService:
     async def MemberList(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await answer(context, self._member_list, request)
 
-    async def _member_list(self, request: Any) -> Any:
+    async def _member_list(self, request: Any, context: Any) -> Any:
         s = self.s
         members = []
         for node in s.nodes:

@@ -174,6 +174,11 @@ class _Stream:
                 header=header(0), watch_id=-1, created=True, canceled=True,
                 cancel_reason=f"etcdserver: too many watches on one stream ({MAX_WATCHES})"))
             return
+        if not await self._permitted(c):
+            await self._put(pb.WatchResponse(header=header(0), watch_id=-1, created=True,
+                                             canceled=True,
+                                             cancel_reason="etcdserver: permission denied"))
+            return
         filters = set(c.filters)
         request = wp.CreateWatch(c.key, c.range_end or None, c.start_revision,
                                  c.watch_id if c.watch_id != 0 else None, c.prev_kv,
@@ -203,6 +208,18 @@ class _Stream:
             held, self.held = self.held, []
             for response in held:
                 await self._put(response)
+
+    async def _permitted(self, c: Any) -> bool:
+        """etcd checks a watch's range against the user's read permission at creation."""
+        from sediment.actors.kv.types import Range
+
+        try:
+            query = await self.s.auth.wrap(Range(c.key, c.range_end or None, count_only=True),
+                                           self.context)
+            found = await self.s.router.local_query(query)
+        except Exception:  # noqa: BLE001 - an unknown token is no permission
+            return False
+        return not isinstance(found, Exception)
 
     # -- session -> client ------------------------------------------------------------
 

@@ -44,7 +44,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sediment.actors.kv import lease_store, store_txn
+from sediment.actors.kv import auth_store, lease_store, store_txn
+from sediment.actors.kv.auth_machine import AuthKeeper
 from sediment.actors.kv.errors import (
     ErrCompacted,
     ErrRevisionNotAfterHead,
@@ -97,6 +98,7 @@ class _Snapshot:
     rows: list[tuple[Any, ...]]
     entries: dict[int, tuple[int, str | None]]  # revision -> (raft index, txn path)
     leases: list[tuple[int, int, int]]  # (id, ttl, remaining)
+    auth: str | None  # the auth store's JSON
 
 
 class NetsyMachine:
@@ -110,6 +112,7 @@ class NetsyMachine:
         self.applied = self.store.meta("applied") or 0
         self._noticed = self.store.head  # the last revision an applied notice covered
         self._closed = False
+        self.auth = AuthKeeper(self.store)
 
     # ------------------------------------------------------------------ apply --
 
@@ -133,6 +136,11 @@ class NetsyMachine:
         s = self.store
         if cmd is None:
             return None
+        if isinstance(cmd, auth_store.Wire):  # a client's request off the etcd API
+            self.auth.check(cmd)
+            cmd = cmd.request
+        if isinstance(cmd, auth_store.AuthChange):
+            return self.auth.change(cmd, index)
         if isinstance(cmd, Put):
             return s.put_op(cmd, applied=index)
         if isinstance(cmd, DeleteRange):
@@ -188,6 +196,7 @@ class NetsyMachine:
             "rows": [[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows],
             "entries": [[r, i, p] for r, i, p in s.entries()],
             "leases": [list(row) for row in lease_store.rows(s)],
+            "auth": self.auth.state.to_json(),
         }
         return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
@@ -206,6 +215,7 @@ class NetsyMachine:
         finished = [(rev, True) for rev in snap.compactions]
         entries = [(r, i, p) for r, (i, p) in sorted(snap.entries.items())]
         self.store.replace_all(rows, finished, meta, entries, snap.leases)
+        self.auth.save(auth_store.AuthState.from_json(snap.auth), None)
         self.store.checkpoint()
         self.applied = snap.applied
 
@@ -226,6 +236,9 @@ class NetsyMachine:
 
     def _query(self, request: Any) -> Any:
         s = self.store
+        if isinstance(request, auth_store.Wire):
+            self.auth.check(request)
+            request = request.request
         if isinstance(request, Range):
             return s.read(request)
         if isinstance(request, tuple) and request:
@@ -251,6 +264,10 @@ class NetsyMachine:
                 return lease_store.leases(s)
             if tag == "lease" and len(args) == 2:
                 return lease_store.lease(s, int(args[0]), bool(args[1]))
+            if tag == "auth_token" and len(args) == 1:
+                return self.auth.token_user(str(args[0]))
+            if tag == "auth" and len(args) == 3:
+                return self.auth.read(args[0], tuple(args[1]), args[2])
             if tag == "hash_kv" and len(args) == 1:
                 return s.hash_kv(int(args[0]))
             if tag == "flush_rows" and len(args) == 2:
@@ -365,7 +382,7 @@ def _decode(data: bytes) -> _Snapshot:
         if rows and len(rows[0]) == 8:  # written before leases: no key had one
             rows = [(*r, 0) for r in rows]
         return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, entries,
-                         leases)
+                         leases, doc.get("auth"))
     except (ValueError, KeyError, IndexError, TypeError) as err:
         raise RestoreError(f"malformed netsy snapshot: {err}") from err
 

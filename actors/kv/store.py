@@ -437,7 +437,6 @@ class Store:
     def put(self, key: bytes, value: bytes, prev_kv: bool = False, *,
             applied: int | None = None) -> PutResult:
         """etcd Put. `applied`: the raft index of the entry it comes from (kept with it)."""
-        from sediment.actors.kv import store_txn
 
         return self.put_op(Put(key, value, prev_kv), applied=applied)
 
