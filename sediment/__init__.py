@@ -8,9 +8,10 @@ The public face:
 `Cluster.start(nodes=3, backend="sim" | "ray")` starts a KV cluster (etcd's MVCC
 semantics, watches, watch-aware compaction) and `cluster.client()` talks to it; the
 request errors a client raises (`KvError` and the etcd ones below) are here too.
-A network client, `sediment.connect(address)` over the etcd gRPC API, comes with that
-API: it is not built yet. These names are imported on first use, so `import sediment`
-stays light (the command line reads only the version).
+`Cluster.start(..., etcd=EtcdWire())` serves etcd's v3 gRPC API on every node, and
+`connect("127.0.0.1:2379")` is an etcd-style client over it (or over any etcd). These
+names are imported on first use, so `import sediment` stays light (the command line
+reads only the version).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 # name -> the module that defines it (one place to update when a module moves)
 _PUBLIC = {
     "Cluster": "sediment.actors.kv.cluster",
+    "EtcdWire": "sediment.actors.etcd.server",
+    "connect": "sediment.actors.etcd.client",
     "KvError": "sediment.actors.kv.errors",
     "ErrCompacted": "sediment.actors.kv.errors",
     "ErrFutureRev": "sediment.actors.kv.errors",
@@ -34,6 +37,8 @@ _PUBLIC = {
 }
 
 if TYPE_CHECKING:
+    from sediment.actors.etcd.client import connect
+    from sediment.actors.etcd.server import EtcdWire
     from sediment.actors.kv.cluster import Cluster
     from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, InvalidRequest, KvError
 
@@ -51,5 +56,5 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_PUBLIC])
 
 
-__all__ = ["Cluster", "ErrCompacted", "ErrFutureRev", "InvalidRequest", "KvError",
-           "__version__"]
+__all__ = ["Cluster", "ErrCompacted", "ErrFutureRev", "EtcdWire", "InvalidRequest", "KvError",
+           "__version__", "connect"]

@@ -107,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--for", dest="run_for", type=positive_seconds, default=None,
                        metavar="SECONDS",
                        help="stop after this long (default: run until Ctrl-C)")
+    start.add_argument("--etcd-port", type=int, default=2379, metavar="PORT",
+                       help="node i serves etcd's gRPC API on PORT + 10000 * (i - 1) "
+                            "(default 2379: 2379, 12379, 22379, ...); 0: any free ports")
+    start.add_argument("--etcd-host", default="127.0.0.1", metavar="ADDRESS",
+                       help="the address the etcd API binds (default 127.0.0.1)")
+    start.add_argument("--tls-cert", default=None, metavar="PEM",
+                       help="serve the etcd API over TLS with this certificate (and --tls-key)")
+    start.add_argument("--tls-key", default=None, metavar="PEM", help="the TLS private key")
+    start.add_argument("--client-ca", default=None, metavar="PEM",
+                       help="require client certificates signed by this CA (with TLS)")
 
     status = _sub(sub, "status", "show the cluster `sediment start` runs")
     status.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",

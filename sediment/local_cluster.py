@@ -55,12 +55,24 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace, data_dir: Path) -> int:
+    from sediment.actors.etcd.server import EtcdWire, TlsFiles
     from sediment.actors.kv.cluster import Cluster
     from sediment.runtime import api
     from sediment.scenarios.runner import CLIENT_NODE
 
     state_path = data_dir / STATE_FILE
     nodes = tuple(f"n{i}" for i in range(1, args.nodes + 1))
+    wire = None
+    if args.backend == "ray":
+        if bool(args.tls_cert) != bool(args.tls_key) or (args.client_ca and not args.tls_cert):
+            print("sediment: --tls-cert and --tls-key go together (and --client-ca needs "
+                  "them)", file=sys.stderr)
+            return EXIT_USAGE
+        tls = (TlsFiles(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert
+               else None)
+        ports = tuple(args.etcd_port + 10000 * i if args.etcd_port else 0
+                      for i in range(len(nodes)))
+        wire = EtcdWire(ports, args.etcd_host, tls=tls)
     print(f"starting {len(nodes)} nodes on {args.backend} in {data_dir} ...", flush=True)
     all_nodes = (CLIENT_NODE, *nodes)
     rt = (api.start("sim", seed=0, nodes=all_nodes, trace=False) if args.backend == "sim"
@@ -74,11 +86,17 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
     try:
         cluster = Cluster.start(nodes, data_dir=str(data_dir / "kv"), runtime=rt,
                                 top_node=CLIENT_NODE,
-                                compaction_interval=args.compaction_interval)
+                                compaction_interval=args.compaction_interval, etcd=wire)
         state["leader"] = cluster.leader()
+        state["endpoints"] = cluster.endpoints()
         state.update(updated_at=_now_iso(), members=_members(rt, nodes))
         _write_state(state_path, state)
         print(f"cluster up: leader {state['leader']}; state file {state_path}")
+        for node, url in state["endpoints"].items():
+            print(f"  etcd {node}: {url}")
+        if state["endpoints"]:
+            urls = ",".join(state["endpoints"].values())
+            print(f"  try:     etcdctl --endpoints={urls} put greeting hello")
         print(f"  status:  sediment status --data-dir {args.data_dir}")
         print(f"  logs:    {state['log']}")
         if state["ray_address"]:
@@ -154,6 +172,8 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"updated {state.get('updated_at')})")
     print(f"leader: {state.get('leader') or 'none'}; group kv over "
           f"{', '.join(state.get('nodes', []))}")
+    for node, url in (state.get("endpoints") or {}).items():
+        print(f"etcd endpoint {node}: {url}")
     rows = [[title for title, _ in STATUS_COLUMNS]]
     for m in state.get("members", []):
         rows.append(["-" if m.get(key) is None else str(m.get(key))

@@ -115,7 +115,8 @@ class RealEtcd:
     def _wait_ready(self) -> None:
         """Until every member answers a Status with a leader (bounded by START_TIMEOUT)."""
         import grpc
-        from pyetcd.etcdrpc import rpc_pb2, rpc_pb2_grpc
+
+        from sediment.actors.etcd.pb import rpc_pb2, rpc_pb2_grpc
 
         deadline = time.monotonic() + START_TIMEOUT
         for endpoint in self.endpoints:
@@ -199,7 +200,8 @@ def shared_etcd() -> Iterator[RealEtcd]:
 def kv_stub(endpoint: str) -> Any:
     """A KV stub on a new channel (the caller closes the channel: `stub.channel`)."""
     import grpc
-    from pyetcd.etcdrpc import rpc_pb2_grpc
+
+    from sediment.actors.etcd.pb import rpc_pb2_grpc
 
     channel = grpc.insecure_channel(endpoint)
     stub = rpc_pb2_grpc.KVStub(channel)

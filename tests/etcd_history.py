@@ -92,8 +92,9 @@ def _watcher(r: Recording, endpoint: str, seed: int, stop: threading.Event,
     """One stream; at each (delay, how) a watch: how 0 from now, -1 from the newest
     revision seen, -2 from revision 2 (compacted by then, usually)."""
     import grpc
-    from pyetcd.etcdrpc import rpc_pb2 as pb
-    from pyetcd.etcdrpc import rpc_pb2_grpc
+
+    from sediment.actors.etcd.pb import rpc_pb2 as pb
+    from sediment.actors.etcd.pb import rpc_pb2_grpc
 
     requests: queue.Queue[Any] = queue.Queue()
     pending: list[int] = []  # handles awaiting their created response, in order

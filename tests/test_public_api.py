@@ -22,10 +22,12 @@ def test_cluster_and_its_errors_come_from_the_top() -> None:
     assert {"Cluster", "ErrCompacted", "KvError"} <= set(dir(sediment))
 
 
-def test_connect_is_not_there_yet() -> None:
-    """The network client comes with the etcd gRPC API; no stub stands in for it."""
-    with pytest.raises(AttributeError, match="connect"):
-        sediment.connect  # noqa: B018
+def test_connect_is_the_etcd_client() -> None:
+    from sediment.actors.etcd.client import connect
+
+    assert sediment.connect is connect
+    with pytest.raises(ValueError, match="endpoint"):
+        sediment.connect("")
 
 
 def test_importing_sediment_imports_no_cluster() -> None:

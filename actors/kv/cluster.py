@@ -32,6 +32,8 @@ from typing import Any
 
 from sediment.actors.blocks.shell.cluster import BlocksCluster
 from sediment.actors.blocks.shell.tier import BlockTier, TierParts, tier_children, tier_parts
+from sediment.actors.etcd.names import etcd_name
+from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
 from sediment.actors.kv import validation
 from sediment.actors.kv import watch_protocol as wp
@@ -78,6 +80,7 @@ class Cluster:
     owns_runtime: bool = True
     limits: Limits = DEFAULT_LIMITS
     blocks: BlocksCluster | None = None
+    etcd: EtcdConfig | None = None
     group: GroupClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,12 +91,14 @@ class Cluster:
               backend: str = "ray", compaction_interval: float = 60.0,
               watcher_max_pending: int = 1024, runtime: Any = None,
               limits: Limits = DEFAULT_LIMITS, top_node: str | None = None,
-              blocks: BlockTier | None = None, **group_options: Any) -> Cluster:
+              blocks: BlockTier | None = None, etcd: EtcdWire | None = None,
+              **group_options: Any) -> Cluster:
         """Start the runtime (unless `runtime` is given) and every node's processes.
         `limits` go to every node's machine and to the clients. `top_node` is where the
         top supervisor runs (default: the first node); a runtime node outside the KV's
         keeps it alive when a whole KV node is killed. `blocks`: start the block tier
-        on the same nodes (flusher, metastore, compaction service, workers)."""
+        on the same nodes (flusher, metastore, compaction service, workers). `etcd`:
+        serve etcd's v3 gRPC API on every node (Ray only; `endpoints()` lists them)."""
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
@@ -101,23 +106,27 @@ class Cluster:
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-kv-")
         os.makedirs(data_dir, exist_ok=True)
         tier = None if blocks is None else tier_parts(names, data_dir, blocks)
+        if etcd is not None and (runtime.backend if runtime is not None else backend) != "ray":
+            raise ValueError("the etcd API needs the ray backend (the simulator has no sockets)")
         rt = runtime or api.start(backend, nodes=names)
         machine = netsy if limits == DEFAULT_LIMITS else functools.partial(netsy, limits=limits)
         spec = GroupSpec(KV_GROUP, names, data_dir, machine=machine, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
                               watcher_max_pending=watcher_max_pending, data_dir=data_dir,
                               flush_hold=tier is not None)
+        wire = None if etcd is None else etcd.config(spec, limits)
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"kv-node-sup:{n}",
                                                host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=20,
-                                                   period=10), _children(n, spec, config, tier))),
+                                                   period=10),
+                                         _children(n, spec, config, tier, wire))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv",
                         node=top_node or names[0])
         tiered = None if tier is None else BlocksCluster(rt, tier.spec, tier.blocks, top,
                                                          tier.shards, owns_runtime=False)
         cluster = cls(rt, spec, config, top, owns_runtime=runtime is None, limits=limits,
-                      blocks=tiered)
+                      blocks=tiered, etcd=wire)
         cluster.wait_ready()
         return cluster
 
@@ -146,7 +155,8 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while True:
             leader = self.leader()
-            if leader is not None and all(self.node(n).status() is not None for n in self.nodes):
+            if (leader is not None and all(self.node(n).status() is not None for n in self.nodes)
+                    and all(self.endpoints().values())):
                 barrier = Range(b"\0", count_only=True)  # commits an entry of this term
                 self.group.propose(barrier, timeout=timeout)
                 if self.blocks is not None:
@@ -155,6 +165,19 @@ class Cluster:
             if time.monotonic() > deadline and self.rt.backend == "ray":
                 raise TimeoutError("the KV cluster did not become ready")
             self.rt.sleep(0.1)
+
+    def endpoints(self) -> dict[str, str]:
+        """Each node's etcd endpoint URL ("" for a node whose server is down); empty
+        without the etcd API."""
+        out: dict[str, str] = {}
+        if self.etcd is None:
+            return out
+        for node in self.nodes:
+            try:
+                out[node] = str(self.rt.call(etcd_name(node), ("endpoint",), timeout=5))
+            except CallError:
+                out[node] = ""
+        return out
 
     def _raft_status(self, node: str) -> dict[str, Any] | None:
         try:
@@ -174,13 +197,18 @@ class Cluster:
 
 
 def _children(node: str, spec: GroupSpec, config: KvNodeConfig,
-              tier: TierParts | None = None) -> list[ChildSpec]:
+              tier: TierParts | None = None,
+              wire: EtcdConfig | None = None) -> list[ChildSpec]:
     """The log tree (with the metastore member beside the KV's when there is a block
-    tier: one WAL per node), the KV node, then the block tier's processes."""
+    tier: one WAL per node), the KV node, the etcd server (in the raft host, beside the
+    member it proposes to), then the block tier's processes."""
     groups = [spec] if tier is None else [spec, tier.spec]
     kv = ChildSpec("kv-node", (Spawn(kv_node, node=node, name=kv_node_name(node),
                                      label=kv_node_name(node)), (config,)))
-    return [*node_children(node, groups), kv,
+    server = [] if wire is None else [ChildSpec(
+        "etcd", (Spawn(etcd_server, node=node, name=etcd_name(node), label=etcd_name(node),
+                       host=RAFT_HOST), (wire,)))]
+    return [*node_children(node, groups), kv, *server,
             *([] if tier is None else tier_children(node, tier))]
 
 

@@ -89,6 +89,35 @@ class ErrKeyNotFound(InvalidRequest):
         super().__init__(message("ErrKeyNotFound"))
 
 
+class ErrLeaseNotFound(KvError):
+    def __init__(self) -> None:
+        super().__init__(message("ErrLeaseNotFound"))
+
+
+class ErrLeaseExist(KvError):
+    def __init__(self) -> None:
+        super().__init__(message("ErrLeaseExist"))
+
+
+class ErrLeaseTTLTooLarge(InvalidRequest):
+    def __init__(self) -> None:
+        super().__init__(message("ErrLeaseTTLTooLarge"))
+
+
+class ErrValueProvided(InvalidRequest):
+    """A Put with ignore_value that also gives a value."""
+
+    def __init__(self) -> None:
+        super().__init__(message("ErrValueProvided"))
+
+
+class ErrLeaseProvided(InvalidRequest):
+    """A Put with ignore_lease that also gives a lease."""
+
+    def __init__(self) -> None:
+        super().__init__(message("ErrLeaseProvided"))
+
+
 class ErrRevisionNotAfterHead(InvalidRequest):
     """A write was given an explicit revision that is not above the head revision."""
 
@@ -101,6 +130,11 @@ __all__ = [
     "ErrInvalidRangeEnd",
     "ErrKeyNotFound",
     "ErrKeyTooLarge",
+    "ErrLeaseExist",
+    "ErrLeaseNotFound",
+    "ErrLeaseProvided",
+    "ErrLeaseTTLTooLarge",
+    "ErrValueProvided",
     "ErrNegativeRevision",
     "ErrRequestTooLarge",
     "ErrRevisionNotAfterHead",

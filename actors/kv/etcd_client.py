@@ -1,7 +1,7 @@
 """A small synchronous etcd v3 KV client speaking the KV's own request and result types.
 
 It talks gRPC to any etcd v3 endpoint (a real etcd 3.4 in the tests; Sediment's own
-server once it has one) through the compiled stubs of `etcd-sdk-python`, and answers
+server once it has one) through etcd 3.4's compiled stubs (`sediment.actors.etcd.pb`), and answers
 exactly what the store answers for the same request: the result types of `types.py`,
 or the typed error etcd's description names (`rpctypes.py`), raised. So one random
 request sequence can be sent to etcd and to the store and the answers compared as they
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from pyetcd.etcdrpc import rpc_pb2_grpc
 
+from sediment.actors.etcd.pb import rpc_pb2_grpc
 from sediment.actors.kv import errors, rpctypes, wire
 from sediment.actors.kv.errors import KvError
 

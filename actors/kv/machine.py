@@ -45,7 +45,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sediment.actors.kv import store_txn
+from sediment.actors.kv import auth_store, lease_store, store_txn
+from sediment.actors.kv.auth_machine import AuthKeeper
 from sediment.actors.kv.errors import (
     ErrCompacted,
     ErrRevisionNotAfterHead,
@@ -59,6 +60,9 @@ from sediment.actors.kv.types import (
     CompactResult,
     DeleteRange,
     Event,
+    LeaseCheckpoint,
+    LeaseGrant,
+    LeaseRevoke,
     Put,
     Range,
     Txn,
@@ -91,9 +95,11 @@ class _Snapshot:
     applied: int
     head: int
     compactions: list[int]
-    # (revision, sub, key, create, mod, version, deleted, compacted_at)
+    # (revision, sub, key, create, mod, version, deleted, compacted_at, lease)
     rows: list[tuple[Any, ...]]
     entries: dict[int, tuple[int, str | None]]  # revision -> (raft index, txn path)
+    leases: list[tuple[int, int, int]]  # (id, ttl, remaining)
+    auth: str | None  # the auth store's JSON
 
 
 class NetsyMachine:
@@ -107,6 +113,7 @@ class NetsyMachine:
         self.applied = self.store.meta("applied") or 0
         self._noticed = self.store.head  # the last revision an applied notice covered
         self._closed = False
+        self.auth = AuthKeeper(self.store)
 
     # ------------------------------------------------------------------ apply --
 
@@ -130,8 +137,13 @@ class NetsyMachine:
         s = self.store
         if cmd is None:
             return None
+        if isinstance(cmd, auth_store.Wire):  # a client's request off the etcd API
+            self.auth.check(cmd)
+            cmd = cmd.request
+        if isinstance(cmd, auth_store.AuthChange):
+            return self.auth.change(cmd, index)
         if isinstance(cmd, Put):
-            return s.put(cmd.key, cmd.value, cmd.prev_kv, applied=index)
+            return s.put_op(cmd, applied=index)
         if isinstance(cmd, DeleteRange):
             return s.delete_range(cmd.key, cmd.range_end, cmd.prev_kv, applied=index)
         if isinstance(cmd, Txn):
@@ -141,6 +153,13 @@ class NetsyMachine:
             return CompactResult(s.head)
         if isinstance(cmd, Range):
             return s.read(cmd)
+        if isinstance(cmd, LeaseGrant):
+            return lease_store.grant(s, cmd.id, cmd.ttl, applied=index)
+        if isinstance(cmd, LeaseRevoke):
+            return lease_store.revoke(s, cmd.id, applied=index)
+        if isinstance(cmd, LeaseCheckpoint):
+            lease_store.checkpoint(s, cmd.checkpoints, applied=index)
+            return None
         # the type name only: a repr may hold addresses that differ between members
         raise ErrUnknownCommand(f"unknown command {type(cmd).__name__}")
 
@@ -181,6 +200,8 @@ class NetsyMachine:
             "keys": [k.hex() for k in keys],
             "rows": [[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows],
             "entries": [[r, i, p] for r, i, p in s.entries()],
+            "leases": [list(row) for row in lease_store.rows(s)],
+            "auth": self.auth.state.to_json(),
         }
         return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
@@ -198,7 +219,8 @@ class NetsyMachine:
         meta = {"head": snap.head, "applied": snap.applied}
         finished = [(rev, True) for rev in snap.compactions]
         entries = [(r, i, p) for r, (i, p) in sorted(snap.entries.items())]
-        self.store.replace_all(rows, finished, meta, entries)
+        self.store.replace_all(rows, finished, meta, entries, snap.leases)
+        self.auth.save(auth_store.AuthState.from_json(snap.auth), None)
         self.store.checkpoint()
         self.applied = snap.applied
 
@@ -219,6 +241,9 @@ class NetsyMachine:
 
     def _query(self, request: Any) -> Any:
         s = self.store
+        if isinstance(request, auth_store.Wire):
+            self.auth.check(request)
+            request = request.request
         if isinstance(request, Range):
             return s.read(request)
         if isinstance(request, tuple) and request:
@@ -240,6 +265,16 @@ class NetsyMachine:
                 return self._applied_batch(args[0], args[1])
             if tag == "revisions" and len(args) == 2:
                 return self._revisions(args[0], args[1])
+            if tag == "leases" and not args:
+                return lease_store.leases(s)
+            if tag == "lease" and len(args) == 2:
+                return lease_store.lease(s, int(args[0]), bool(args[1]))
+            if tag == "auth_token" and len(args) == 1:
+                return self.auth.token_user(str(args[0]))
+            if tag == "auth" and len(args) == 3:
+                return self.auth.read(args[0], tuple(args[1]), args[2])
+            if tag == "hash_kv" and len(args) == 1:
+                return s.hash_kv(int(args[0]))
             if tag == "flush_rows" and len(args) == 2:
                 return s.history_rows(args[0], args[1])
             if tag == "history_range" and len(args) == 1 and isinstance(args[0], Range):
@@ -323,12 +358,12 @@ def _logical_rows(skeleton: list[tuple[Any, ...]], compactions: list[int]) -> li
     before the next: the first compaction at or above the revision where the row became
     compactable (a tombstone: its own; a put: the next change of its key)."""
     out = []
-    for i, (rev, sub, key, create, mod, version, deleted, _) in enumerate(skeleton):
+    for i, (rev, sub, key, create, mod, version, deleted, _, lease) in enumerate(skeleton):
         nxt = skeleton[i + 1] if i + 1 < len(skeleton) else None
         same_key = nxt is not None and nxt[2] == key
         threshold = rev if deleted else (nxt[0] if same_key and nxt is not None else None)
         out.append((rev, sub, bytes(key), create, mod, version, deleted,
-                    _first_at_or_above(compactions, threshold)))
+                    _first_at_or_above(compactions, threshold), lease))
     out.sort(key=lambda r: (r[0], r[1]))
     return out
 
@@ -348,7 +383,11 @@ def _decode(data: bytes) -> _Snapshot:
         keys = [bytes.fromhex(k) for k in doc["keys"]]
         rows = [(r[0], r[1], keys[r[2]], *r[3:]) for r in doc["rows"]]
         entries = {int(r): (int(i), p) for r, i, p in doc["entries"]}
-        return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, entries)
+        leases = [(int(i), int(t), int(r)) for i, t, r in doc.get("leases", [])]
+        if rows and len(rows[0]) == 8:  # written before leases: no key had one
+            rows = [(*r, 0) for r in rows]
+        return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, entries,
+                         leases, doc.get("auth"))
     except (ValueError, KeyError, IndexError, TypeError) as err:
         raise RestoreError(f"malformed netsy snapshot: {err}") from err
 
@@ -357,7 +396,7 @@ def _refill(snap: _Snapshot, read: ReadEntry) -> Iterator[tuple[Any, ...]]:
     """Full rows (value included) in change order; reads each live entry once."""
     values: dict[bytes, bytes] = {}
     current = 0
-    for rev, sub, key, create, mod, version, deleted, compacted_at in snap.rows:
+    for rev, sub, key, create, mod, version, deleted, compacted_at, lease in snap.rows:
         value = None
         if not deleted and compacted_at is None:
             if rev != current:
@@ -365,7 +404,7 @@ def _refill(snap: _Snapshot, read: ReadEntry) -> Iterator[tuple[Any, ...]]:
             if key not in values:
                 raise RestoreError(f"the entry of revision {rev} does not put key {key!r}")
             value = values[key]
-        yield (rev, sub, key, value, create, mod, version, deleted, compacted_at)
+        yield (rev, sub, key, value, create, mod, version, deleted, compacted_at, lease)
 
 
 def _values_at(rev: int, entry_of: tuple[int, str | None] | None,

@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS records (
     version INTEGER NOT NULL,
     deleted INTEGER NOT NULL DEFAULT 0,
     compacted_at INTEGER,
+    lease INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (key, revision, sub)
 );
 CREATE INDEX IF NOT EXISTS records_by_revision ON records (revision, sub);
@@ -101,6 +102,11 @@ CREATE TABLE IF NOT EXISTS entries (
     raft_index INTEGER NOT NULL,
     path TEXT
 );
+CREATE TABLE IF NOT EXISTS leases (
+    id INTEGER PRIMARY KEY,
+    ttl INTEGER NOT NULL,
+    remaining INTEGER NOT NULL DEFAULT 0
+);
 """
 
 # A later change of the same key: a higher revision, or the same one and a higher sub.
@@ -115,10 +121,10 @@ _COMPACTABLE = f"""
             WHERE n.key = r.key AND {_LATER} AND n.revision <= :rev))
 """
 
-# key, value, create, mod, version, deleted, revision, sub
-_COLS = "key, value, create_revision, mod_revision, version, deleted, revision, sub"
+# key, value, create, mod, version, deleted, revision, sub, lease
+_COLS = "key, value, create_revision, mod_revision, version, deleted, revision, sub, lease"
 _ROW_COLS = ("revision, sub, key, value, create_revision, mod_revision, version, deleted,"
-             " compacted_at")
+             " compacted_at, lease")
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
@@ -139,6 +145,7 @@ def _kv(row: Sequence[Any]) -> KeyValue:
         create_revision=row[2],
         mod_revision=row[3],
         version=row[4],
+        lease=row[8] if len(row) > 8 else 0,
     )
 
 
@@ -178,6 +185,9 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(records)")}
+        if "lease" not in columns:  # a store written before leases
+            self._db.execute("ALTER TABLE records ADD COLUMN lease INTEGER NOT NULL DEFAULT 0")
         self._load()
 
     # ------------------------------------------------------------------ state --
@@ -426,12 +436,12 @@ class Store:
     # The request logic is store_txn.py's; these are the entry points and the rows.
 
     def _insert(self, key: bytes, value: bytes | None, revision: int, sub: int,
-                create: int, version: int) -> None:
+                create: int, version: int, lease: int = 0) -> None:
         self._db.execute(
             "INSERT INTO records (revision, sub, key, value, create_revision, mod_revision,"
-            " version, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " version, deleted, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (revision, sub, bytes(key), None if value is None else bytes(value), create,
-             revision, version, int(value is None)),
+             revision, version, int(value is None), lease),
         )
 
     @contextlib.contextmanager
@@ -487,9 +497,13 @@ class Store:
     def put(self, key: bytes, value: bytes, prev_kv: bool = False, *,
             applied: int | None = None) -> PutResult:
         """etcd Put. `applied`: the raft index of the entry it comes from (kept with it)."""
+
+        return self.put_op(Put(key, value, prev_kv), applied=applied)
+
+    def put_op(self, op: Put, *, applied: int | None = None) -> PutResult:
+        """etcd Put with every field (lease, ignore_value, ignore_lease)."""
         from sediment.actors.kv import store_txn
 
-        op = Put(key, value, prev_kv)
         v.check_request(op, self.limits)
         res = store_txn.write(self, [op], applied)[0][0]
         assert isinstance(res, PutResult)
@@ -520,7 +534,7 @@ class Store:
         A Compact answers CompactResult(head) once logically compacted (the value-only
         pass is left to `compact_batch` unless the request is `physical`)."""
         if isinstance(request, Put):
-            return self.put(request.key, request.value, request.prev_kv, applied=applied)
+            return self.put_op(request, applied=applied)
         if isinstance(request, DeleteRange):
             return self.delete_range(request.key, request.range_end, request.prev_kv,
                                      applied=applied)
@@ -661,12 +675,30 @@ class Store:
 
     def skeleton(self) -> list[tuple[Any, ...]]:
         """Every record row without its value, by key then change: (revision, sub, key,
-        create_revision, mod_revision, version, deleted, compacted_at). A snapshot of
-        the raft-hosted machine holds this; values stay in the log."""
+        create_revision, mod_revision, version, deleted, compacted_at, lease). A snapshot
+        of the raft-hosted machine holds this; values stay in the log."""
         return self._db.execute(
             "SELECT revision, sub, key, create_revision, mod_revision, version, deleted,"
-            " compacted_at FROM records ORDER BY key, revision, sub"
+            " compacted_at, lease FROM records ORDER BY key, revision, sub"
         ).fetchall()
+
+    def hash_kv(self, revision: int) -> tuple[int, int, int]:
+        """etcd's HashKV: (a CRC-32 of every record at or below `revision`, 0: head, with
+        its key, value, revisions and lease; the compact revision; the head). Members that
+        applied the same entries answer the same hash once their compaction passes end."""
+        import zlib
+
+        at = revision if revision > 0 else self.head
+        if at > self.head:
+            raise ErrFutureRev()
+        if 0 < revision < self.compact_revision:
+            raise ErrCompacted(self.compact_revision)
+        digest = 0
+        for row in self._db.execute(
+                "SELECT revision, sub, key, value, create_revision, version, deleted, lease "
+                "FROM records WHERE revision <= ? ORDER BY revision, sub", (at,)):
+            digest = zlib.crc32(repr(row).encode(), digest)
+        return digest, self.compact_revision, self.head
 
     def meta(self, name: str) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
@@ -689,16 +721,20 @@ class Store:
         compactions: Iterable[tuple[int, bool]],
         meta: Mapping[str, int],
         entries: Iterable[tuple[int, int, str | None]] = (),
+        leases: Iterable[tuple[int, int, int]] = (),
     ) -> None:
         """Replace every table in one transaction (a snapshot restore): nothing changes if
         `rows` ((revision, sub, key, value, create_revision, mod_revision, version,
-        deleted, compacted_at); may be a generator) raises."""
+        deleted, compacted_at, lease); may be a generator) raises. `leases`: (id, ttl,
+        remaining) of every lease."""
         with self.transaction():
-            for table in ("records", "compactions", "meta", "entries"):
+            for table in ("records", "compactions", "meta", "entries", "leases"):
                 self._db.execute(f"DELETE FROM {table}")
             self._db.executemany(
-                f"INSERT INTO records ({_ROW_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                f"INSERT INTO records ({_ROW_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
+            self._db.executemany("INSERT INTO leases (id, ttl, remaining) VALUES (?, ?, ?)",
+                                 leases)
             self._db.executemany(
                 "INSERT INTO compactions (revision, finished) VALUES (?, ?)", compactions
             )

@@ -21,10 +21,11 @@ the request made them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sediment.actors.kv.errors import ErrKeyNotFound, ErrLeaseNotFound
 from sediment.actors.kv.types import (
     Compare,
     DeleteRange,
@@ -118,7 +119,7 @@ def _compare(store: Store, c: Compare) -> bool:
         if c.target == "value":
             actual = bytes(row[1]) if row[1] is not None else b""
         elif c.target == "lease":
-            actual = 0  # leases are not implemented yet: no key has one
+            actual = row[8]
         else:
             actual = {"version": row[4], "create_revision": row[2],
                       "mod_revision": row[3]}[c.target]
@@ -160,15 +161,21 @@ def txn(store: Store, compares: tuple[Compare, ...], success: tuple[TxnOp, ...],
 
 
 def write(store: Store, ops: Sequence[TxnOp], applied: int | None,
-          p: Plan | None = None) -> tuple[list[TxnResponse], int]:
+          p: Plan | None = None,
+          also: Callable[[], None] | None = None) -> tuple[list[TxnResponse], int]:
     """Apply ops (a Put, a DeleteRange, or a txn branch whose plan is `p`) in one SQLite
     transaction. Returns the responses and the header revision. If anything changed,
     the head moves by one and `applied` (when given) commits with it, recorded as the
-    raft index of this revision's entry (with the txn's path)."""
+    raft index of this revision's entry (with the txn's path). `also` runs inside the
+    same transaction (a lease revoke drops the lease with its keys)."""
     run = _Run(store, store.head)
     db = store._db
     with store.transaction():
         _apply(run, ops, iter(p.nested) if p is not None else iter(()))
+        if also is not None:
+            also()
+            if applied is not None and not run.changes:
+                store._set_meta("applied", applied)
         if run.changes:
             store._set_meta("head", run.rev)
             if applied is not None:
@@ -204,7 +211,18 @@ def _put(run: _Run, op: Put) -> PutResult:
     if prev is not None and prev[5]:
         prev = None  # deleted: the put starts a new generation
     create, version = (prev[2], prev[4] + 1) if prev is not None else (rev, 1)
-    s._insert(op.key, op.value, rev, run.sub, create, version)
+    value, lease = op.value, op.lease
+    if op.ignore_value or op.ignore_lease:  # etcd: the key must exist to keep its own
+        if prev is None:
+            raise ErrKeyNotFound()
+        if op.ignore_value:
+            value = bytes(prev[1]) if prev[1] is not None else b""
+        if op.ignore_lease:
+            lease = prev[8]
+    if lease != 0 and not s._db.execute("SELECT 1 FROM leases WHERE id = ?",
+                                        (lease,)).fetchone():
+        raise ErrLeaseNotFound()
+    s._insert(op.key, value, rev, run.sub, create, version, lease)
     run.sub += 1
     run.changes += 1
     return PutResult(rev, _kv(prev) if op.prev_kv and prev is not None else None)

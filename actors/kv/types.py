@@ -30,7 +30,7 @@ class KeyValue:
     create_revision: int
     mod_revision: int
     version: int
-    lease: int = 0  # the attached lease (leases are not implemented yet: always 0)
+    lease: int = 0  # the lease the key is attached to (0: none)
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,16 @@ class DeleteResult:
 
 @dataclass(frozen=True)
 class Put:
+    """etcd PutRequest. `lease`: attach the key to that lease (0: none; it must exist);
+    `ignore_value` / `ignore_lease`: keep the key's current value / lease (it must
+    exist)."""
+
     key: bytes
     value: bytes
     prev_kv: bool = False
+    lease: int = 0
+    ignore_value: bool = False
+    ignore_lease: bool = False
 
 
 @dataclass(frozen=True)
@@ -197,3 +204,56 @@ class AppliedBatch:
 
 
 __all__ += ["AppliedBatch"]
+
+
+# ---- leases (etcd's Lease service, as raft commands) ------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """Grant lease `id` (chosen by the proposer, never 0) with `ttl` seconds."""
+
+    id: int
+    ttl: int
+
+
+@dataclass(frozen=True)
+class LeaseRevoke:
+    """Revoke lease `id`: every key attached to it is deleted, in one revision."""
+
+    id: int
+
+
+@dataclass(frozen=True)
+class LeaseCheckpoint:
+    """etcd's LeaseCheckpoint: the leader records each lease's remaining TTL (seconds;
+    0: the full TTL), so a new leader or a restart does not give it its whole TTL again."""
+
+    checkpoints: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class LeaseGrantResult:
+    revision: int
+    id: int
+    ttl: int
+
+
+@dataclass(frozen=True)
+class LeaseRevokeResult:
+    revision: int
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """One lease as the machine keeps it: granted TTL, checkpointed remaining TTL (0:
+    none), the keys attached to it now (("lease", id, with keys) only)."""
+
+    id: int
+    ttl: int
+    remaining: int
+    keys: tuple[bytes, ...] = ()
+
+
+__all__ += ["LeaseCheckpoint", "LeaseGrant", "LeaseGrantResult", "LeaseInfo", "LeaseRevoke",
+            "LeaseRevokeResult"]

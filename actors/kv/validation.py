@@ -29,9 +29,11 @@ from sediment.actors.kv.errors import (
     ErrDuplicateKey,
     ErrEmptyKey,
     ErrKeyTooLarge,
+    ErrLeaseProvided,
     ErrNegativeRevision,
     ErrRequestTooLarge,
     ErrTooManyOps,
+    ErrValueProvided,
     ErrValueTooLarge,
     InvalidRequest,
 )
@@ -194,8 +196,15 @@ def check_op(op: object, limits: Limits = DEFAULT_LIMITS) -> int:
     """One Put, DeleteRange or Range (alone or in a txn); returns the bytes it takes.
     A nested Txn is checked by `check_txn` (it needs the op budget of its parent)."""
     if isinstance(op, Put):
-        check_flag(op.prev_kv, "prev_kv")
-        return check_key(op.key, limits) + check_value(op.value, limits)
+        for name in ("prev_kv", "ignore_value", "ignore_lease"):
+            check_flag(getattr(op, name), name)
+        check_int(op.lease, "lease")
+        size = check_key(op.key, limits) + check_value(op.value, limits)
+        if op.ignore_value and op.value:
+            raise ErrValueProvided()
+        if op.ignore_lease and op.lease:
+            raise ErrLeaseProvided()
+        return size
     if isinstance(op, DeleteRange):
         check_flag(op.prev_kv, "prev_kv")
         return check_range(op.key, op.range_end, limits)

@@ -1,4 +1,4 @@
-"""etcd v3 protobuf (etcdserverpb, compiled stubs of `etcd-sdk-python`) <-> the KV's types.
+"""etcd v3 protobuf (etcdserverpb, compiled stubs in `sediment.actors.etcd.pb`) <-> the KV's types.
 
 Both directions for requests and results, so one mapping serves the client that talks to
 an etcd endpoint (`etcd_client.py`: a real etcd, or Sediment's own gRPC server later) and
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyetcd.etcdrpc import kv_pb2, rpc_pb2
-
+from sediment.actors.etcd.pb import kv_pb2, rpc_pb2
 from sediment.actors.kv.errors import ErrKeyNotFound, InvalidRequest
 from sediment.actors.kv.types import (
     Compact,
@@ -64,7 +63,8 @@ def range_pb(r: Range) -> Any:
 
 
 def put_pb(p: Put) -> Any:
-    return pb.PutRequest(key=p.key, value=p.value, prev_kv=p.prev_kv)
+    return pb.PutRequest(key=p.key, value=p.value, prev_kv=p.prev_kv, lease=p.lease,
+                         ignore_value=p.ignore_value, ignore_lease=p.ignore_lease)
 
 
 def delete_pb(d: DeleteRange) -> Any:
@@ -133,7 +133,7 @@ def range_from_pb(m: Any) -> Range:
 
 
 def put_from_pb(m: Any) -> Put:
-    return Put(m.key, m.value, m.prev_kv)
+    return Put(m.key, m.value, m.prev_kv, m.lease, m.ignore_value, m.ignore_lease)
 
 
 def delete_from_pb(m: Any) -> DeleteRange:

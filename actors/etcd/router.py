@@ -1,0 +1,105 @@
+"""Where the etcd server sends a request: to the raft member that leads, as etcd does.
+
+A write is a proposal to the leader's raft member (on the leader's own node that is the
+member beside the server in the raft host: an in-memory step; on a follower it is the
+forwarding etcd does with a MsgProp); a linearizable read is a ReadIndex at the leader;
+a serializable read is a query of the local member. The server's process tells the
+router who leads (the local member's leadership notices); a "not leader" answer with a
+hint moves it on at once. Every request is bounded by its deadline: without a leader
+the client gets etcd's "no leader", a proposal whose outcome is unknown etcd's "request
+timed out" (it may still commit, as in etcd).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sediment.actors.etcd.status import EtcdStatus
+from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+HOP_TIMEOUT = 5.0  # seconds for one call to one member
+RETRY_PAUSE = 0.05  # seconds between two tries while no member leads
+MAX_HINTS = 8  # "not leader" hints followed in a row before pausing
+
+
+class Router:
+    def __init__(self, ctx: Process, group: str, nodes: tuple[str, ...], local: Pid) -> None:
+        self.ctx = ctx
+        self.group = group
+        self.nodes = nodes
+        self.me = ctx.self().node
+        self.local = local
+        self.leader: str | None = None
+        self.term = 0
+        self._pids: dict[str, Pid] = {self.me: local}
+
+    def leadership(self, leader: str | None, term: int) -> None:
+        if term >= self.term:
+            self.leader, self.term = leader, term
+
+    async def _pid(self, node: str) -> Pid | None:
+        pid = self._pids.get(node)
+        if pid is None:
+            pid = await self.ctx.whereis(raft_name(self.group, node))
+            if pid is not None:
+                self._pids[node] = pid
+        return pid
+
+    async def propose(self, command: Any, timeout: float) -> tuple[int, Any]:
+        """(raft index, the machine's result) once applied at the leader."""
+        return await self._at_leader(("propose", command), timeout, "ErrTimeout")
+
+    async def read(self, query: Any, timeout: float) -> tuple[int, Any]:
+        """(read index, the answer) of a linearizable read by ReadIndex at the leader."""
+        return await self._at_leader(("read_index", query), timeout, "ErrTimeout")
+
+    async def local_query(self, query: Any, timeout: float = HOP_TIMEOUT) -> Any:
+        """A serializable read (or any query) of this node's member."""
+        reply = await self.ctx.call(self.local, ("query", query), timeout=timeout)
+        return reply[1] if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok" \
+            else reply
+
+    async def local_status(self) -> dict[str, Any]:
+        status: dict[str, Any] = await self.ctx.call(self.local, ("status",), timeout=HOP_TIMEOUT)
+        return status
+
+    async def _at_leader(self, request: Any, timeout: float, lost: str) -> tuple[int, Any]:
+        ctx = self.ctx
+        deadline = ctx.now() + timeout
+        hint: str | None = None
+        hints = 0
+        sent = False  # a proposal went out whose fate is unknown
+        while True:
+            target = hint or self.leader
+            hint = None
+            left = deadline - ctx.now()
+            if left <= 0:
+                break
+            pid = await self._pid(target) if target is not None else None
+            if pid is not None:
+                try:
+                    reply = await ctx.call(pid, request, timeout=min(HOP_TIMEOUT, left))
+                except CallError as err:
+                    sent = sent or "timed out" in str(err)
+                    self._pids.pop(target or "", None)
+                    reply = ("down",)
+                if reply[0] == "ok":
+                    if target != self.leader:
+                        self.leader = target
+                    return int(reply[1]), reply[2]
+                if reply[0] == "not_leader" and reply[1] is not None and hints < MAX_HINTS:
+                    hint, hints = reply[1], hints + 1
+                    continue
+                if reply[0] == "error":
+                    raise EtcdStatus("ErrTimeout", f"{reply!r}"[:200])
+            hints = 0
+            await ctx.sleep(min(RETRY_PAUSE, max(deadline - ctx.now(), 0)))
+        if sent and request[0] == "propose":
+            raise EtcdStatus(lost)
+        raise EtcdStatus("ErrNoLeader" if self.leader is None else lost)
+
+
+__all__ = ["Router"]
