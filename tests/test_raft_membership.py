@@ -348,6 +348,31 @@ def test_leader_removing_itself_steps_down_once_committed() -> None:
     assert c.put(leaders[0], 1) is not None
 
 
+def test_a_leader_that_removed_itself_and_lost_its_followers_is_still_electable() -> None:
+    """Thesis §4.2.2, figure 4.6: a removes itself (voters a, b -> b) and loses b before
+    the change commits; a steps down. b lacks the entry, so its configuration still
+    needs a's vote, and a's longer log refuses it: a, no voter of its latest
+    configuration but of the committed one, must campaign. It wins on b's vote alone,
+    commits its removal, steps down, and b leads the group of one."""
+    c = settled(peers=("a", "b"), check_quorum=True)
+    c.cut = {"b"}
+    c.feed("a", ProposeChange("remove", "a", "self", c.now))
+    for _ in range(8):
+        c.tick_all(0.25)
+    assert c.s["a"].role == "follower" and conf_of(c, "a") == Membership(("b",))
+    assert conf_of(c, "b") == Membership(("a", "b"))
+    c.cut = set()
+    for _ in range(40):
+        c.tick_all(0.25)
+    assert ("self", Committed(2)) in c.replies
+    assert c.s["b"].role == "leader" and conf_of(c, "b") == Membership(("b",))
+    assert c.s["a"].role == "follower" and c.s["a"].commit >= 2
+    c.effects["a"] = []
+    for _ in range(16):
+        c.tick_all(0.25)
+    assert not sent(c.effects["a"], RequestVote)  # it knows its removal committed
+
+
 def test_reads_on_a_leader_that_removed_itself_need_the_other_voters() -> None:
     c = settled()
     c.cut = {"b", "c"}

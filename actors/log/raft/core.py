@@ -178,9 +178,9 @@ def _on_tick(s: RaftState, now: float, out: Out) -> None:
         if s.election_deadline is None:
             reset_election_timer(s, now)
         elif now >= s.election_deadline:
-            if membership.is_voter(s):
+            if membership.may_campaign(s):
                 election.campaign(s, now, out, pre_vote=s.config.pre_vote)
-            else:  # a learner, or removed: it waits for a leader (or to be stopped)
+            else:  # a learner, or removed for good: it waits for a leader (or its end)
                 reset_election_timer(s, now)
         return
     if s.config.check_quorum and now >= s.quorum_due and not _check_quorum(s, now):

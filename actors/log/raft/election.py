@@ -5,8 +5,9 @@ term+1 without changing anyone's term; only a quorum of yes starts a real electi
 a partitioned node that rejoins cannot disrupt a stable leader by inflating terms.
 A member that heard from a leader within the minimum election timeout ignores
 vote requests for a higher term (pre-votes always; real votes with check_quorum).
-Only voters of the latest configuration campaign and count (`membership`); any member
-answers a vote request.
+Only voters campaign (`membership.may_campaign`) and the votes of the voters of the
+candidate's latest configuration count (not its own, if it is no voter there); any
+member answers a vote request.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from sediment.actors.log.raft.types import RequestVote, VoteReply
 
 
 def campaign(s: RaftState, now: float, out: Out, pre_vote: bool) -> None:
-    """Start a (pre-)election: vote for ourselves and ask every other voter (the caller
-    checked that we are a voter)."""
+    """Start a (pre-)election: vote for ourselves (it counts if we are a voter) and ask
+    every other voter of our latest configuration."""
     s.leader = None
     s.votes = {s.me: True}
     s.progress = {}

@@ -12,13 +12,18 @@ to raft-dev in 2015: otherwise two leaders of different terms may each commit a 
 from the same base, and their majorities need not overlap).
 
 Voters count for commit, elections, check-quorum and ReadIndex; learners only receive
-the log and snapshots. A member that is not a voter in its latest configuration never
-campaigns (a learner, a removed member that knows it). Any member answers a vote
-request: a learner may already be a voter in the candidate's newer configuration, and
-its vote counts only if the candidate's configuration says so (etcd-io/etcd#10998). A
-leader keeps replicating to a member it removed until the removal commits, so the
-member usually learns it is removed; a leader that removed itself manages the group
-until the change commits, not counting itself, then steps down.
+the log and snapshots. A member campaigns only while it is a voter in the configuration
+at its commit index or in a later one of its log (`may_campaign`): a learner never, a
+removed member not once it knows the removal committed. Until then it still may (thesis
+§4.2.2, figure 4.6): a leader that appended its own removal and then lost its followers
+holds the longest log, and the remaining voters cannot elect anyone without it; it wins,
+counting only the voters of its latest configuration, commits the removal and steps
+down. Any member answers a vote request: a learner may already be a voter in the
+candidate's newer configuration, and its vote counts only if the candidate's
+configuration says so (etcd-io/etcd#10998). A leader keeps replicating to a member it
+removed until the removal commits, so the member usually learns it; a leader that
+removed itself manages the group until the change commits, not counting itself, then
+steps down.
 """
 
 from __future__ import annotations
@@ -73,6 +78,18 @@ def at(s: RaftState, index: int) -> Membership:
 
 def is_voter(s: RaftState, node: NodeId | None = None) -> bool:
     return (s.me if node is None else node) in latest(s).voters
+
+
+def may_campaign(s: RaftState) -> bool:
+    """A voter in our latest configuration, or in the one at our commit index or any
+    between: a change that removed us may not be committed, and we may hold the log the
+    remaining voters need."""
+    if s.me in latest(s).voters:
+        return True
+    if latest_index(s) <= s.commit:
+        return False
+    return s.me in at(s, s.commit).voters or any(
+        s.me in conf.voters for i, conf in s.confs if i > s.commit)
 
 
 def changes_in(entries: Iterable[Entry]) -> tuple[tuple[int, Membership], ...]:
@@ -186,7 +203,7 @@ def changed(conf: Membership, op: str, node: NodeId) -> Membership:
 def after_step(s: RaftState, out: Out) -> None:
     """At the end of every step: once the latest configuration is committed, a leader
     stops replicating to the members it removed and, if it removed itself, steps down;
-    a (pre-)candidate that is no longer a voter gives up."""
+    a (pre-)candidate that may no longer campaign gives up."""
     if s.role == "leader":
         if latest_index(s) > s.commit:
             return
@@ -195,7 +212,7 @@ def after_step(s: RaftState, out: Out) -> None:
             _refresh(s)
         if not is_voter(s):
             become_follower(s, s.term, None, s.now)
-    elif s.role != "follower" and not is_voter(s):
+    elif s.role != "follower" and not may_campaign(s):
         become_follower(s, s.term, None, s.now)
 
 
@@ -211,6 +228,7 @@ __all__ = [
     "is_voter",
     "latest",
     "latest_index",
+    "may_campaign",
     "refusal",
     "truncated",
 ]
