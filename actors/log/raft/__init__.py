@@ -4,10 +4,14 @@
 effects)` is the whole algorithm, with no clock, disk or network inside. The node's
 process shell executes the effects in order and feeds results back (`protocol` states
 the contract). Modelled on etcd-io/raft's state machine and Ready loop, with Ra's
-snapshot install (live entries before the chunks) and pre-vote / check-quorum.
+snapshot install (live entries before the chunks) and pre-vote / check-quorum, and
+etcd-style configuration changes (learners, one voter change at a time; `membership`).
 """
 
 from sediment.actors.log.raft.core import init, step, wakeup_at
+from sediment.actors.log.raft.membership import at as membership_at
+from sediment.actors.log.raft.membership import caught_up
+from sediment.actors.log.raft.membership import latest as current_membership
 from sediment.actors.log.raft.protocol import (
     AppendToLog,
     Apply,
@@ -21,9 +25,11 @@ from sediment.actors.log.raft.protocol import (
     PersistHardState,
     Propose,
     ProposeBatch,
+    ProposeChange,
     ReadIndex,
     ReadReady,
     Receive,
+    Refused,
     Reply,
     RestoreMachine,
     Result,
@@ -47,10 +53,12 @@ from sediment.actors.log.raft.state import (
 from sediment.actors.log.raft.types import (
     AppendEntries,
     AppendReply,
+    ConfChange,
     Entry,
     HardState,
     InstallSnapshot,
     InstallSnapshotReply,
+    Membership,
     Message,
     NodeId,
     RequestVote,
@@ -64,6 +72,7 @@ __all__ = [
     "AppendReply",
     "AppendToLog",
     "Committed",
+    "ConfChange",
     "Dropped",
     "Effect",
     "Entry",
@@ -73,6 +82,7 @@ __all__ = [
     "InstallSnapshotReply",
     "InvalidRaftConfig",
     "LeaderChanged",
+    "Membership",
     "Message",
     "NodeId",
     "NotLeader",
@@ -80,12 +90,14 @@ __all__ = [
     "PersistHardState",
     "Propose",
     "ProposeBatch",
+    "ProposeChange",
     "ReadIndex",
     "ReadReady",
     "RaftConfig",
     "RaftProtocolError",
     "RaftState",
     "Receive",
+    "Refused",
     "Reply",
     "RequestVote",
     "RestoreMachine",
@@ -102,7 +114,10 @@ __all__ = [
     "Unknown",
     "VoteReply",
     "WriteSparse",
+    "caught_up",
+    "current_membership",
     "init",
+    "membership_at",
     "step",
     "wakeup_at",
 ]

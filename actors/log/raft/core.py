@@ -2,7 +2,8 @@
 
 Pure: `step` copies the state it is given, reads no clock and no disk, and returns the
 effects for the shell to execute in order (see `protocol` for the contract). The
-modules beside this one hold the three concerns: election, replication and snapshots.
+modules beside this one hold the concerns: election, replication, snapshots, reads and
+configuration changes (`membership`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sediment.actors.log.raft import election, reads, replication, snapshot_install
+from sediment.actors.log.raft import election, membership, reads, replication, snapshot_install
 from sediment.actors.log.raft.protocol import (
     Dropped,
     Effect,
@@ -22,6 +23,7 @@ from sediment.actors.log.raft.protocol import (
     PersistHardState,
     Propose,
     ProposeBatch,
+    ProposeChange,
     ReadIndex,
     Receive,
     Ref,
@@ -43,6 +45,7 @@ from sediment.actors.log.raft.state import (
 from sediment.actors.log.raft.types import (
     AppendEntries,
     AppendReply,
+    ConfChange,
     Entry,
     HardState,
     InstallSnapshot,
@@ -69,9 +72,10 @@ def init(
 ) -> RaftState:
     """A follower restored from what was persisted: the hard state, the snapshot and the
     contiguous log entries after it (entries at or below the snapshot are skipped). The
-    shell loads the machine from the same snapshot; commit and applied restart there."""
-    if me not in config.peers:
-        raise RaftProtocolError(f"{me!r} is not one of the peers {config.peers}")
+    shell loads the machine from the same snapshot; commit and applied restart there.
+    Its configuration is the latest in that log, else the snapshot's, else the bootstrap
+    one (`config.peers`); a member in none of them (one joining from nothing) waits for
+    a leader and never campaigns."""
     snap = snapshot_meta or SnapshotMeta(0, 0)
     tail = tuple(e for e in log_tail if e.index > snap.index)
     prev_term = snap.term
@@ -80,10 +84,13 @@ def init(
             raise RaftProtocolError(f"log tail breaks at {entry.index}/{entry.term}")
         prev_term = entry.term
     rng = (seed * 0x9E3779B97F4A7C15 + zlib.crc32(me.encode())) & _MASK64
+    snap_conf = snap.membership or config.bootstrap
+    confs = membership.changes_in(tail)
+    conf = confs[-1][1] if confs else snap_conf
     return RaftState(
         config=config,
         me=me,
-        others=tuple(p for p in config.peers if p != me),
+        others=tuple(p for p in conf.members if p != me),
         rng=rng,
         term=hard_state.term,
         voted_for=hard_state.voted_for,
@@ -94,6 +101,8 @@ def init(
         commit=snap.index,
         applied=snap.index,
         verified=snap.index,
+        snap_conf=snap_conf,
+        confs=confs,
     )
 
 
@@ -117,16 +126,20 @@ def step(state: RaftState, event: Event) -> tuple[RaftState, list[Effect]]:
         case ReadIndex():
             s.now = event.now
             reads.on_read_index(s, event.refs, out)
+        case ProposeChange():
+            s.now = event.now
+            _on_propose_change(s, event, out)
         case Persisted(index=index, term=term):
             replication.on_persisted(s, index, term, out)
         case SnapshotTaken(index=index, term=term):
             snapshot_install.on_snapshot_taken(s, index, term)
         case SnapshotInstalled(snapshot_index=index, snapshot_term=term):
-            snapshot_install.on_snapshot_installed(s, index, term, out)
+            snapshot_install.on_snapshot_installed(s, index, term, event.membership, out)
         case SnapshotSendFailed(to=to, snapshot_index=index):
             snapshot_install.on_send_failed(s, to, index, out)
         case _:
             raise RaftProtocolError(f"not a raft event: {event!r}")
+    membership.after_step(s, out)
     replication.apply_committed(s, out)
     if s.reads:
         if s.role == "leader":
@@ -167,7 +180,10 @@ def _on_tick(s: RaftState, now: float, out: Out) -> None:
         if s.election_deadline is None:
             reset_election_timer(s, now)
         elif now >= s.election_deadline:
-            election.campaign(s, now, out, pre_vote=s.config.pre_vote)
+            if membership.may_campaign(s):
+                election.campaign(s, now, out, pre_vote=s.config.pre_vote)
+            else:  # a learner, or removed for good: it waits for a leader (or its end)
+                reset_election_timer(s, now)
         return
     if s.config.check_quorum and now >= s.quorum_due and not _check_quorum(s, now):
         return
@@ -180,11 +196,13 @@ def _on_tick(s: RaftState, now: float, out: Out) -> None:
 
 def _check_quorum(s: RaftState, now: float) -> bool:
     """A leader that has not heard from a quorum for an election timeout steps down, so a
-    partitioned leader stops accepting proposals it cannot commit. True: still leader."""
-    active = 1 + sum(pr.active for pr in s.progress.values())
+    partitioned leader stops accepting proposals it cannot commit. Only voters count (us
+    only while we are one). True: still leader."""
+    conf = membership.latest(s)
+    active = sum(p == s.me or s.progress[p].active for p in conf.voters)
     s.progress = {p: replace(pr, active=False) for p, pr in s.progress.items()}
     s.quorum_due = now + s.config.election_timeout[0]
-    if active < s.config.quorum:
+    if active < conf.quorum:
         become_follower(s, s.term, None, now)
         return False
     return True
@@ -193,9 +211,11 @@ def _check_quorum(s: RaftState, now: float) -> bool:
 def _on_message(s: RaftState, msg: Message, now: float, out: Out) -> None:
     if msg.group != s.config.group:
         raise RaftProtocolError(f"group {s.config.group!r} got a message for {msg.group!r}")
-    frm = sender(msg)
-    if frm == s.me or frm not in s.others:
+    if sender(msg) == s.me:
         return
+    # Messages from outside our configuration count too (raft thesis §4.2): a leader
+    # adding us is in no configuration we know yet, a candidate in a newer one may need
+    # our vote; its replies are ignored unless we track the sender.
     if s.role != "leader" and s.election_deadline is None:
         reset_election_timer(s, now)
     match msg:
@@ -243,8 +263,9 @@ def _from_leader(
 def _on_propose(s: RaftState, items: Sequence[tuple[object, Ref]], out: Out) -> None:
     """Append every proposal of the batch as one log write and one AppendEntries round;
     beyond `max_pending` outstanding proposals the rest are Dropped (retry later)."""
-    if any(command is None for command, _ in items):
-        raise RaftProtocolError("a command must not be None (None is the leader's no-op)")
+    if any(command is None or isinstance(command, ConfChange) for command, _ in items):
+        raise RaftProtocolError("a command must not be None (the leader's no-op) or a "
+                                "ConfChange (ProposeChange checks those)")
     if s.role != "leader":
         out.replies.extend(Reply(ref, NotLeader(s.leader)) for _, ref in items)
         return
@@ -256,6 +277,27 @@ def _on_propose(s: RaftState, items: Sequence[tuple[object, Ref]], out: Out) -> 
     entries = replication.leader_append_all(s, tuple(c for c, _ in taken), s.now, out)
     for entry, (_, ref) in zip(entries, taken, strict=True):
         s.pending[entry.index] = (entry.term, ref)
+    replication.broadcast(s, out)
+    replication.maybe_commit(s, out)
+
+
+def _on_propose_change(s: RaftState, event: ProposeChange, out: Out) -> None:
+    """Append one configuration change if the rules allow it (`membership.refusal`); it
+    takes effect at once, here, and commits with the new configuration's quorum."""
+    if s.role != "leader":
+        out.replies.append(Reply(event.ref, NotLeader(s.leader)))
+        return
+    refused = membership.refusal(s, event.op, event.node)
+    if refused is not None:
+        out.replies.append(Reply(event.ref, refused))
+        return
+    if len(s.pending) >= s.config.max_pending:
+        out.replies.append(Reply(event.ref, Dropped(None)))
+        return
+    conf = membership.changed(membership.latest(s), event.op, event.node)
+    change = ConfChange(event.op, event.node, conf)  # type: ignore[arg-type]
+    entry = replication.leader_append(s, change, s.now, out)
+    s.pending[entry.index] = (entry.term, event.ref)
     replication.broadcast(s, out)
     replication.maybe_commit(s, out)
 

@@ -5,10 +5,14 @@ term+1 without changing anyone's term; only a quorum of yes starts a real electi
 a partitioned node that rejoins cannot disrupt a stable leader by inflating terms.
 A member that heard from a leader within the minimum election timeout ignores
 vote requests for a higher term (pre-votes always; real votes with check_quorum).
+Only voters campaign (`membership.may_campaign`) and the votes of the voters of the
+candidate's latest configuration count (not its own, if it is no voter there); any
+member answers a vote request.
 """
 
 from __future__ import annotations
 
+from sediment.actors.log.raft.membership import latest
 from sediment.actors.log.raft.protocol import Send
 from sediment.actors.log.raft.replication import broadcast, leader_append, maybe_commit
 from sediment.actors.log.raft.state import (
@@ -26,7 +30,8 @@ from sediment.actors.log.raft.types import RequestVote, VoteReply
 
 
 def campaign(s: RaftState, now: float, out: Out, pre_vote: bool) -> None:
-    """Start a (pre-)election: vote for ourselves and ask every peer."""
+    """Start a (pre-)election: vote for ourselves (it counts if we are a voter) and ask
+    every other voter of our latest configuration."""
     s.leader = None
     s.votes = {s.me: True}
     s.progress = {}
@@ -42,12 +47,14 @@ def campaign(s: RaftState, now: float, out: Out, pre_vote: bool) -> None:
         s.ack_pending = False
         s.install = None
         term = s.term
-    if _granted(s) >= s.config.quorum:
+    conf = latest(s)
+    if _granted(s) >= conf.quorum:
         _won(s, now, out)
         return
-    for peer in s.others:
-        msg = RequestVote(s.config.group, pre_vote, term, s.me, last_index(s), last_term(s))
-        out.sends.append(Send(peer, msg))
+    for peer in conf.voters:
+        if peer != s.me:
+            msg = RequestVote(s.config.group, pre_vote, term, s.me, last_index(s), last_term(s))
+            out.sends.append(Send(peer, msg))
 
 
 def on_request_vote(s: RaftState, m: RequestVote, now: float, out: Out) -> None:
@@ -83,15 +90,26 @@ def on_vote_reply(s: RaftState, m: VoteReply, now: float, out: Out) -> None:
             return
     elif not (s.role == "candidate" and not m.pre_vote and m.term == s.term):
         return
+    conf = latest(s)
+    if m.voter not in conf.voters:
+        return  # a learner's (or a stranger's) vote counts for nothing
     s.votes[m.voter] = m.granted
-    if _granted(s) >= s.config.quorum:
+    if _granted(s) >= conf.quorum:
         _won(s, now, out)
-    elif len(s.votes) - _granted(s) > len(s.config.peers) - s.config.quorum:
+    elif _rejected(s) > len(conf.voters) - conf.quorum:
         become_follower(s, s.term, None, now)
 
 
 def _granted(s: RaftState) -> int:
-    return sum(s.votes.values())
+    """Votes granted by voters of the latest configuration (it may change while we
+    campaign: an installed snapshot)."""
+    voters = latest(s).voters
+    return sum(granted for voter, granted in s.votes.items() if voter in voters)
+
+
+def _rejected(s: RaftState) -> int:
+    voters = latest(s).voters
+    return sum(not granted for voter, granted in s.votes.items() if voter in voters)
 
 
 def _won(s: RaftState, now: float, out: Out) -> None:
@@ -102,7 +120,8 @@ def _won(s: RaftState, now: float, out: Out) -> None:
 
 
 def become_leader(s: RaftState, now: float, out: Out) -> None:
-    """Probe every follower from our last index and append the term's no-op entry."""
+    """Probe every other member (learners too) from our last index and append the term's
+    no-op entry."""
     s.role = "leader"
     s.leader = s.me
     s.votes = {}

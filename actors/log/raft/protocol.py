@@ -21,8 +21,16 @@ The shell executes the effects of one step IN ORDER:
 Events the shell must feed back: `Tick` at least at `core.wakeup_at(state)`;
 `Persisted` after each log fsync; `SnapshotTaken` after a machine snapshot is durable;
 `SnapshotInstalled` once every `WriteSparse` and `StoreSnapshotChunk` of an incoming
-snapshot (up to the "last" chunk) is durable; `SnapshotSendFailed` when it cannot build
-a requested install step (that snapshot is gone).
+snapshot (up to the "last" chunk) is durable, echoing the last chunk's `membership`;
+`SnapshotSendFailed` when it cannot build a requested install step (that snapshot is
+gone).
+
+Configuration changes (`membership`): entries whose command is a `ConfChange` go to the
+state machine as no-ops (the shell hands the machine the entry with command None). A
+snapshot records the configuration at its index (`membership_at(state, index)` when
+the shell takes one, `RestoreMachine.membership` when it activates one); the leader's
+shell puts it on the final chunk of an install, and a restarted member passes it in
+`SnapshotMeta`.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
 
-from sediment.actors.log.raft.types import Entry, Message, NodeId
+from sediment.actors.log.raft.types import Entry, Membership, Message, NodeId
 
 Ref = Hashable  # the proposer's reference, echoed in its Reply
 
@@ -79,10 +87,12 @@ class SnapshotTaken:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotInstalled:
-    """Every chunk and live entry of an incoming snapshot is durable (still staged)."""
+    """Every chunk and live entry of an incoming snapshot is durable (still staged).
+    `membership` echoes the one its final StoreSnapshotChunk carried."""
 
     snapshot_index: int
     snapshot_term: int
+    membership: Membership | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +123,25 @@ class ReadIndex:
     now: float
 
 
+@dataclass(frozen=True, slots=True)
+class ProposeChange:
+    """A configuration change (`op` "add_learner", "promote" or "remove" of `node`), one
+    at a time: answered Committed once its entry commits, Refused (nothing changed) when
+    it breaks a rule, NotLeader by others."""
+
+    op: str
+    node: NodeId
+    ref: Ref
+    now: float
+
+
 Event = (
     Tick
     | Receive
     | Propose
     | ProposeBatch
     | ReadIndex
+    | ProposeChange
     | Persisted
     | SnapshotTaken
     | SnapshotInstalled
@@ -160,7 +183,26 @@ class ReadReady:
     index: int
 
 
-Result = Committed | NotLeader | Dropped | Unknown | ReadReady
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A configuration change that breaks a rule; nothing changed. `reason`: one of
+    REFUSALS."""
+
+    reason: str
+
+
+REFUSALS = {
+    "unknown_op": "the op is not add_learner, promote or remove",
+    "change_pending": "the last configuration change is not committed yet",
+    "leader_not_ready": "the leader has not committed an entry of its term yet",
+    "already_member": "the node is a voter or a learner already",
+    "not_a_learner": "only a learner can be promoted",
+    "not_a_member": "the node is neither a voter nor a learner",
+    "last_voter": "the only voter cannot be removed",
+    "not_caught_up": "the learner's log is more than one pipeline behind the commit index",
+}
+
+Result = Committed | NotLeader | Dropped | Unknown | ReadReady | Refused
 
 # ---- effects ----------------------------------------------------------------------------
 
@@ -209,17 +251,21 @@ class StoreSnapshotChunk:
     data: bytes
     last: bool
     live_indexes: tuple[int, ...] = ()  # with `last`: the snapshot's whole live set
+    membership: Membership | None = None  # with `last`: echo it in SnapshotInstalled
 
 
 @dataclass(frozen=True, slots=True)
 class RestoreMachine:
     """Activate the staged snapshot in ONE atomic storage step: it becomes the group's
     snapshot, its sparse live entries join the log, and with `discard_log` every log entry
-    above snapshot_index is dropped. Then load the state machine from it."""
+    above snapshot_index is dropped. Then load the state machine from it. `membership`:
+    the configuration at snapshot_index, to record in the snapshot's metadata (None: the
+    bootstrap configuration)."""
 
     snapshot_index: int
     snapshot_term: int
     discard_log: bool
+    membership: Membership | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,10 +341,13 @@ __all__ = [
     "PersistHardState",
     "Propose",
     "ProposeBatch",
+    "ProposeChange",
+    "REFUSALS",
     "ReadIndex",
     "ReadReady",
     "Receive",
     "Ref",
+    "Refused",
     "Reply",
     "RestoreMachine",
     "Result",

@@ -7,11 +7,13 @@ acknowledged before it). Every read that arrives before a round goes out shares 
 round: one round of messages serves a batch of any size. Until the leader has committed
 an entry of its own term its commit index may be behind an earlier leader's, so reads
 take their index only once it has. A leader that steps down answers its waiting reads
-NotLeader: the caller retries on the new leader.
+NotLeader: the caller retries on the new leader. Only voters confirm a round (the
+leader itself only while it is one): a learner's ack proves nothing about elections.
 """
 
 from __future__ import annotations
 
+from sediment.actors.log.raft.membership import latest
 from sediment.actors.log.raft.protocol import Dropped, NotLeader, ReadReady, Ref, Reply
 from sediment.actors.log.raft.replication import nudge
 from sediment.actors.log.raft.state import Out, PendingRead, RaftState, term_at
@@ -28,7 +30,7 @@ def on_read_index(s: RaftState, refs: tuple[Ref, ...], out: Out) -> None:
     if not taken:
         return
     rnd = 0
-    if s.config.quorum > 1:
+    if latest(s).voters != (s.me,):  # alone, we are the quorum: no round
         s.read_round += 1
         rnd = s.read_round
         for peer in s.others:
@@ -38,9 +40,11 @@ def on_read_index(s: RaftState, refs: tuple[Ref, ...], out: Out) -> None:
 
 
 def confirmed_round(s: RaftState) -> int:
-    """The highest read round a quorum (this leader included) has acknowledged."""
-    acked = sorted((pr.read_round for pr in s.progress.values()), reverse=True)
-    need = s.config.quorum - 1  # followers besides the leader itself
+    """The highest read round a quorum of voters (this leader included, if it is one) has
+    acknowledged."""
+    conf = latest(s)
+    acked = sorted((s.progress[p].read_round for p in conf.voters if p != s.me), reverse=True)
+    need = conf.quorum - (1 if s.me in conf.voters else 0)  # voters besides the leader
     if need <= 0:
         return s.read_round
     return acked[need - 1] if len(acked) >= need else 0

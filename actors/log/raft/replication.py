@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sediment.actors.log.raft import membership
 from sediment.actors.log.raft.protocol import (
     AppendToLog,
     Apply,
@@ -52,6 +53,7 @@ def leader_append_all(s: RaftState, commands: tuple[object, ...], now: float,
     entries = tuple(Entry(first + k, s.term, now, c) for k, c in enumerate(commands))
     s.entries = (*s.entries, *entries)
     out.storage.append(AppendToLog(entries))
+    membership.appended(s, entries)
     return entries
 
 
@@ -214,9 +216,12 @@ def _after_reject(s: RaftState, pr: Progress, m: AppendReply) -> Progress:
 
 
 def maybe_commit(s: RaftState, out: Out) -> None:
-    """Commit the highest index durable on a quorum, only if it is from our term (§5.4.2)."""
-    matches = sorted([s.persisted, *(pr.match for pr in s.progress.values())], reverse=True)
-    n = matches[s.config.quorum - 1]
+    """Commit the highest index durable on a quorum of the latest configuration's voters
+    (us only if we are one), only if it is from our term (§5.4.2)."""
+    conf = membership.latest(s)
+    matches = sorted([s.persisted if p == s.me else s.progress[p].match for p in conf.voters],
+                     reverse=True)
+    n = matches[conf.quorum - 1]
     if n > s.commit and term_at(s, n) == s.term:
         advance_commit(s, n, out)
         commit_advanced(s, out)
@@ -266,6 +271,7 @@ def _append(s: RaftState, entries: tuple[Entry, ...], out: Out) -> None:
             raise RaftProtocolError(f"{s.me}: gap before {new[0].index}")
         s.entries = (*s.entries, *new)
         out.storage.append(AppendToLog(new))
+        membership.appended(s, new)
         return
 
 
@@ -275,6 +281,7 @@ def truncate(s: RaftState, index: int, out: Out) -> None:
     s.verified = min(s.verified, index - 1)
     out.storage.append(TruncateLog(index))
     drop_pending_from(s, index, out)
+    membership.truncated(s, index)
 
 
 def _reject(s: RaftState, m: AppendEntries, out: Out) -> None:

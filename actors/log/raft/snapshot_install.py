@@ -7,13 +7,16 @@ handled in one place. "pre" carries the snapshot's live entries above the follow
 last_applied: entries at or below it are committed and applied there already, above
 it they may be stale (Ra's rule). The follower stages everything; on SnapshotInstalled
 it activates the snapshot with Raft's §7 rule: keep the log after the snapshot if it
-holds the snapshot's last entry, discard it otherwise.
+holds the snapshot's last entry, discard it otherwise. The final chunk carries the
+configuration at the snapshot's index (the leader's shell reads it from the snapshot's
+metadata); the shell stages it with the chunks and echoes it in SnapshotInstalled.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from sediment.actors.log.raft import membership
 from sediment.actors.log.raft.protocol import (
     Committed,
     Dropped,
@@ -37,6 +40,7 @@ from sediment.actors.log.raft.state import (
 from sediment.actors.log.raft.types import (
     InstallSnapshot,
     InstallSnapshotReply,
+    Membership,
     NodeId,
     SnapshotPhase,
 )
@@ -52,6 +56,7 @@ def on_snapshot_taken(s: RaftState, index: int, term: int) -> None:
             f"{s.me}: snapshot at {index}/{term} but applied={s.applied}, "
             f"term there={term_at(s, index)}"
         )
+    membership.compacted(s, index)
     s.entries = s.entries[index - s.snap_index :]
     s.snap_index, s.snap_term = index, term
 
@@ -144,7 +149,8 @@ def on_install_snapshot(s: RaftState, m: InstallSnapshot, out: Out) -> None:
     if m.chunk_no == inst.next_chunk:
         last = m.phase == "last"
         out.storage.append(StoreSnapshotChunk(inst.index, inst.term, m.chunk_no, m.chunk, last,
-                                              m.live_indexes if last else ()))
+                                              m.live_indexes if last else (),
+                                              m.membership if last else None))
         s.install = inst = replace(inst, next_chunk=inst.next_chunk + 1, done=last)
         if last:
             return
@@ -162,8 +168,10 @@ def _reply(
     out.sends.append(Send(m.leader, msg))
 
 
-def on_snapshot_installed(s: RaftState, index: int, term: int, out: Out) -> None:
-    """Activate a staged snapshot: it holds only committed state, so it is always safe."""
+def on_snapshot_installed(s: RaftState, index: int, term: int, conf: Membership | None,
+                          out: Out) -> None:
+    """Activate a staged snapshot: it holds only committed state, so it is always safe.
+    Its configuration becomes ours unless the log we keep after it says a later one."""
     if s.install is not None and s.install.index == index:
         s.install = None
     if index <= s.applied:
@@ -173,6 +181,7 @@ def on_snapshot_installed(s: RaftState, index: int, term: int, out: Out) -> None
         raise RaftProtocolError(f"{s.me}: leader lacks committed entry {index}/{term}")
     for i in sorted(i for i in s.pending if i <= index):
         reply(s, out, i, Committed(i) if keep else Unknown(i))
+    membership.installed(s, index, conf, keep)
     if keep:
         s.entries = s.entries[index - s.snap_index :]
         s.persisted = max(s.persisted, index)
@@ -185,7 +194,8 @@ def on_snapshot_installed(s: RaftState, index: int, term: int, out: Out) -> None
     s.snap_index, s.snap_term = index, term
     s.commit = max(s.commit, index)
     s.applied = index
-    out.storage.append(RestoreMachine(index, term, discard_log=not keep))
+    conf = None if s.snap_conf == s.config.bootstrap else s.snap_conf
+    out.storage.append(RestoreMachine(index, term, discard_log=not keep, membership=conf))
     if s.role == "follower" and s.leader is not None:
         out.sends.append(Send(s.leader, ack(s)))
     s.ack_pending = s.role == "follower" and s.persisted < s.verified

@@ -18,7 +18,7 @@ from sediment.actors.log.raft.protocol import (
     Reply,
     Result,
 )
-from sediment.actors.log.raft.types import Entry, NodeId
+from sediment.actors.log.raft.types import Entry, Membership, NodeId
 from sediment.runtime.errors import BadArgument, RuntimeErrorBase
 from sediment.supervision.backoff import next_uniform
 
@@ -33,7 +33,10 @@ class RaftProtocolError(RuntimeErrorBase):
 
 @dataclass(frozen=True)
 class RaftConfig:
-    """`peers` are all voting members, this node included. Times are seconds."""
+    """`peers` are the bootstrap voters and `learners` the bootstrap learners: the
+    configuration at index 0, before any configuration-change entry or snapshot (a member
+    that joins later is in neither and learns the configuration from the leader). Times
+    are seconds."""
 
     peers: tuple[NodeId, ...]
     election_timeout: tuple[float, float] = (0.15, 0.30)
@@ -47,11 +50,15 @@ class RaftConfig:
     group: str = "default"
     max_inflight: int = 8  # AppendEntries in flight per follower while pipelining
     max_pending: int = 1024  # proposals awaiting their outcome
+    learners: tuple[NodeId, ...] = ()
 
     def __post_init__(self) -> None:
         lo, hi = self.election_timeout
         if not self.peers or len(set(self.peers)) != len(self.peers):
             raise InvalidRaftConfig(f"peers must be distinct and non-empty, got {self.peers}")
+        if len(set(self.learners)) != len(self.learners) or set(self.learners) & set(self.peers):
+            raise InvalidRaftConfig("learners must be distinct and not peers, got "
+                                    f"{self.learners}")
         if not 0 < lo < hi:
             raise InvalidRaftConfig(f"election_timeout must be 0 < min < max, got {lo, hi}")
         if not 0 < self.heartbeat_interval < lo:
@@ -63,7 +70,12 @@ class RaftConfig:
 
     @property
     def quorum(self) -> int:
+        """The bootstrap configuration's quorum (the core uses the current one's)."""
         return len(self.peers) // 2 + 1
+
+    @property
+    def bootstrap(self) -> Membership:
+        return Membership(self.peers, self.learners)
 
 
 Role = Literal["follower", "pre_candidate", "candidate", "leader"]
@@ -117,7 +129,7 @@ class RaftState:
 
     config: RaftConfig
     me: NodeId
-    others: tuple[NodeId, ...]
+    others: tuple[NodeId, ...]  # every member but us (leader: and `leaving`)
     rng: int
     term: int = 0
     voted_for: NodeId | None = None
@@ -143,6 +155,9 @@ class RaftState:
     read_round: int = 0  # leader: the latest ReadIndex round sent; follower: latest seen
     commit_notify_due: float | None = None  # leader: followers learn the commit by then
     reads: tuple[PendingRead, ...] = ()  # leader: reads waiting for their round or apply
+    snap_conf: Membership = Membership(())  # the configuration at snap_index
+    confs: tuple[tuple[int, Membership], ...] = ()  # configuration entries above snap_index
+    leaving: tuple[NodeId, ...] = ()  # leader: removed, replicated to until the removal commits
 
     def copy(self) -> RaftState:
         return replace(
@@ -235,6 +250,9 @@ def become_follower(s: RaftState, term: int, leader: NodeId | None, now: float) 
         s.leader_contact = now
     s.votes = {}
     s.progress = {}
+    if s.leaving:
+        s.others = tuple(p for p in s.others if p not in s.leaving)
+        s.leaving = ()
     reset_election_timer(s, now)
 
 

@@ -26,6 +26,40 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Membership:
+    """A group's configuration. Voters elect leaders and count for commit, check-quorum
+    and ReadIndex; learners receive the log and snapshots and count for nothing. A
+    member always uses the latest configuration in its log, committed or not (raft
+    thesis §4.1); below the log it is the snapshot's, below that the bootstrap one."""
+
+    voters: tuple[NodeId, ...]
+    learners: tuple[NodeId, ...] = ()
+
+    @property
+    def members(self) -> tuple[NodeId, ...]:
+        return self.voters + self.learners
+
+    @property
+    def quorum(self) -> int:
+        return len(self.voters) // 2 + 1
+
+
+ChangeOp = Literal["add_learner", "promote", "remove"]
+CHANGE_OPS: tuple[ChangeOp, ...] = ("add_learner", "promote", "remove")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfChange:
+    """The command of a configuration-change entry: one server added as a learner,
+    promoted to voter, or removed; `membership` is the configuration after it, so a
+    member reads its configuration from its log without replaying the changes."""
+
+    op: ChangeOp
+    node: NodeId
+    membership: Membership
+
+
+@dataclass(frozen=True, slots=True)
 class HardState:
     """What must be durable before any message that depends on it is sent."""
 
@@ -35,10 +69,13 @@ class HardState:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotMeta:
-    """The last entry a snapshot covers."""
+    """The last entry a snapshot covers and the configuration in effect there (None: a
+    snapshot from before configurations were recorded, or a group that never changed:
+    the bootstrap configuration)."""
 
     index: int
     term: int
+    membership: Membership | None = None
 
 
 # ---- messages ---------------------------------------------------------------------------
@@ -124,6 +161,7 @@ class InstallSnapshot:
     chunk_no: int = 0
     last: bool = False
     live_indexes: tuple[int, ...] = ()  # on the final chunk: every live index of the snapshot
+    membership: Membership | None = None  # on the final chunk: the configuration at the index
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +200,16 @@ def sender(msg: Message) -> NodeId:
 
 
 __all__ = [
+    "CHANGE_OPS",
     "AppendEntries",
     "AppendReply",
+    "ChangeOp",
+    "ConfChange",
     "Entry",
     "HardState",
     "InstallSnapshot",
     "InstallSnapshotReply",
+    "Membership",
     "Message",
     "NodeId",
     "RequestVote",

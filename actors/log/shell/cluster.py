@@ -35,7 +35,12 @@ def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
     restarts everything after the crashed process, so whatever read the disk before a
     recovery reads it again. The WAL and the raft servers share the node's raft host, the
     log workers its log host; the segment writer has an actor of its own."""
-    mine = [g for g in groups if node in g.nodes]
+    return member_children(node, [g for g in groups if node in g.nodes])
+
+
+def member_children(node: str, mine: list[GroupSpec]) -> list[ChildSpec]:
+    """`node_children` for these groups, whether `node` is one of their bootstrap members
+    or joins them later (`members.start_member`)."""
     max_size = max((g.wal_max_size for g in mine), default=64 * 1024 * 1024)
     wal_dir = mine[0].wal_dir(node) if mine else ""
     group_dirs = {g.group: (g.group_dir(node), g.segment_max_entries) for g in mine}
@@ -59,16 +64,18 @@ def node_children(node: str, groups: list[GroupSpec]) -> list[ChildSpec]:
     return workers + children + servers
 
 
+def node_supervisor(node: str, children: list[ChildSpec]) -> ChildSpec:
+    """The `rest_for_one` supervisor of one node's log processes."""
+    return ChildSpec(f"node:{node}",
+                     (Spawn(supervisor, node=node, label=f"log-node:{node}", host=RAFT_HOST),
+                      (SupFlags(strategy="rest_for_one", intensity=20, period=10), children)),
+                     type="supervisor")
+
+
 def start_log_cluster(rt: Any, groups: list[GroupSpec], name: str = "log") -> Pid:
     """Start every node's WAL and raft servers under one top supervisor."""
     nodes = sorted({n for g in groups for n in g.nodes})
-    specs = [ChildSpec(f"node:{node}",
-                       (Spawn(supervisor, node=node, label=f"log-node:{node}",
-                              host=RAFT_HOST),
-                        (SupFlags(strategy="rest_for_one", intensity=20, period=10),
-                         node_children(node, groups))),
-                       type="supervisor")
-             for node in nodes]
+    specs = [node_supervisor(node, node_children(node, groups)) for node in nodes]
     return start_top(rt, SupFlags(intensity=20, period=10), specs, name=name,
                      node=nodes[0])
 

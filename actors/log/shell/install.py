@@ -6,6 +6,9 @@ chunks. Follower: the live entries become sparse WAL writes (durable before the 
 acks them), the chunks are staged in a snapshot writer, and `RestoreMachine` commits
 the staged snapshot (its rename is the commit point) and loads the machine from it.
 
+The final chunk carries the raft configuration at the snapshot's index, read from the
+snapshot's metadata; the follower records it in the snapshot it commits.
+
 Failpoint `install.leader.before_last_chunk`: the leader is about to send the step that
 ends an install (the follower has staged the live entries, and the chunks before it).
 """
@@ -21,6 +24,7 @@ from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftState
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.codec import from_stored, to_stored
+from sediment.actors.log.shell.conf_meta import from_meta, to_meta
 from sediment.actors.log.shell.log_worker import snapshot_dir
 from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
@@ -65,12 +69,15 @@ async def snapshot_message(shell: _Shell, state: RaftState,
             shell.chunks = {info.index: chunks}
         n = eff.chunk_no
         final = n >= len(chunks) - 1
+        conf = None
         if final:
             await shell.ctx.failpoint(LEADER_BEFORE_LAST_CHUNK)
+            conf = from_meta(info.meta) or shell.spec.raft_config().bootstrap
         msg = rt.InstallSnapshot(phase="last" if final else "next",  # type: ignore[arg-type]
                                  chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n,
                                  last=final, **base,
-                                 live_indexes=info.state.live_indexes if final else ())
+                                 live_indexes=info.state.live_indexes if final else (),
+                                 membership=conf)
     return msg
 
 
@@ -123,7 +130,8 @@ def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
     shell.install.write(eff.data)
     if eff.last:
         shell.install_live = eff.live_indexes
-        shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term))
+        shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term,
+                                                  eff.membership))
 
 
 async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> None:
@@ -141,7 +149,7 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
     by_index.update(await _own_entries(shell, state, [i for i in live if i not in by_index]))
     write_file_durable(os.path.join(writer.tmp, LIVE_FILE),
                        pickle.dumps([to_stored(e) for e in entries]), sync_dir=False)
-    info = writer.commit(live, fp=shell.ctx.failpoint_sync)
+    info = writer.commit(live, to_meta(eff.membership), fp=shell.ctx.failpoint_sync)
     staging = _staging_file(shell)
     shell.install, shell.install_entries, shell.install_index = None, {}, 0
     shell.install_live = ()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sediment import log
 from sediment.actors.log.shell.segment_writer import segment_dir
@@ -34,6 +36,7 @@ class TakeSnapshot:
     live_indexes: tuple[int, ...]
     refs: tuple[SegRef, ...]
     reply_to: Pid
+    meta: Mapping[str, Any] | None = None  # recorded beside it (the raft configuration)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ async def log_worker(ctx: Process, group: str, group_dir: str, num_minors: int,
         fp = ctx.failpoint_sync
         if isinstance(msg, TakeSnapshot):
             info = snapshot.write_snapshot(snap_root, msg.index, msg.term, msg.data,
-                                           msg.live_indexes, fp=fp)
+                                           msg.live_indexes, msg.meta, fp=fp)
             kind = guard.schedule("minor", msg.index)
             result = _compact(seg_dir, kind, msg.refs, info.state, segment_max_entries, fp)
             guard.finish()

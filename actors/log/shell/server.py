@@ -19,6 +19,11 @@ entries ahead of the slowest one. A follower that far behind gets the snapshot
 installed (Ra's phases): the live entries it lacks first, as sparse WAL writes, then the
 snapshot's chunks, staged until the core activates them.
 
+Configuration changes (`("change", op, node)`: add_learner, promote, remove; answered
+`("ok", index, None)` once committed or `("refused", reason)`) are raft entries the
+machine never sees (it applies a no-op there); each snapshot records the configuration
+at its index, so a restart knows it. `shell/members.py` runs a whole rebalance.
+
 Failpoints where a leader reaches a moment fault scenarios aim at (armed as breakpoints,
 they hold the moment open until the fault lands): `raft.leader.before_apply.<Command>`
 (a committed entry of that command type, say `Compact`, not yet applied on the leader),
@@ -32,17 +37,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sediment import log
-from sediment.actors.log.raft import core
+from sediment.actors.log.raft import core, membership
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftConfig, RaftState
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
 from sediment.actors.log.shell import install
 from sediment.actors.log.shell.codec import from_stored, to_stored
+from sediment.actors.log.shell.conf_meta import from_meta, to_meta
 from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
 from sediment.actors.log.shell.log_worker import (
     CompactionDone,
@@ -169,7 +175,8 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     first = (info.index if info is not None else 0) + 1
     tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable),
                        info.term if info is not None else 0)
-    snap_meta = SnapshotMeta(info.index, info.term) if info is not None else None
+    snap_meta = (SnapshotMeta(info.index, info.term, from_meta(info.meta))
+                 if info is not None else None)
     state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
     shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
@@ -369,6 +376,9 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         if len(request) != 2 or request[1] is None:  # None is the leader's no-op
             ctx.reply(call.from_, ("error", "bad_proposal", None))
             return None
+        if isinstance(request[1], rt.ConfChange):  # only ("change", op, node) may
+            ctx.reply(call.from_, ("error", "bad_proposal", None))
+            return None
         # every proposal already waiting goes in the same batch: one log write, one
         # AppendEntries per follower for all of them
         more = ctx.receive_all(_is_propose, MAX_BATCH - 1)
@@ -383,6 +393,11 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         more = ctx.receive_all(_is_read, MAX_BATCH - 1)
         refs = ((call.from_, request[1]), *((m.from_, m.request[1]) for m in more))
         return rp.ReadIndex(refs, ctx.now())
+    if kind == "change":  # ("change", op, node): add_learner, promote or remove
+        if len(request) != 3:
+            ctx.reply(call.from_, ("error", "bad_change", None))
+            return None
+        return rp.ProposeChange(request[1], request[2], call.from_, ctx.now())
     if kind == "status":
         ctx.reply(call.from_, _status(shell, state))
     elif kind == "read":
@@ -421,7 +436,18 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
             "live_indexes": len(shell.snap_state.live_indexes),
             "segments": [(r.file, r.first, r.last) for r in shell.refs],
             "installs": shell.installs, "batches": shell.batches,
-            "proposals": shell.proposals}
+            "proposals": shell.proposals, **_membership_status(state)}
+
+
+def _membership_status(state: RaftState) -> dict[str, Any]:
+    """The configuration this member uses and, on the leader, each member's progress and
+    whether each learner caught up (a rebalance promotes it then)."""
+    conf = membership.latest(state)
+    out: dict[str, Any] = {"voters": conf.voters, "learners": conf.learners}
+    if state.role == "leader":
+        out["match"] = {p: pr.match for p, pr in state.progress.items()}
+        out["caught_up"] = tuple(p for p in conf.learners if membership.caught_up(state, p))
+    return out
 
 
 def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
@@ -529,6 +555,8 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
             fresh = entry.index > machine.applied
             if fresh and state.role == "leader":
                 await shell.ctx.failpoint(before_apply_point(type(entry.command)))
+            if isinstance(entry.command, rt.ConfChange):  # the raft core's: a no-op here
+                entry = replace(entry, command=None)
             result = machine.apply(entry) if fresh else None
             waiter = shell.waiting.pop(entry.index, None)
             if waiter is not None:
@@ -591,8 +619,10 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
         return
     shell.snapshotting = True
     data, live = shell.machine.snapshot()
+    conf = membership.at(state, last.index)  # recorded with it: a restart starts from it
     shell.ctx.send(shell.worker, TakeSnapshot(
-        last.index, last.term, data, tuple(live), tuple(shell.refs), shell.ctx.self()))
+        last.index, last.term, data, tuple(live), tuple(shell.refs), shell.ctx.self(),
+        to_meta(conf)))
 
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
@@ -610,6 +640,8 @@ def _reply(shell: _Shell, effect: rp.Reply) -> None:
             shell.waiting[result.index] = ref
     elif isinstance(result, rp.NotLeader):
         shell.ctx.reply(ref, ("not_leader", result.leader_hint))
+    elif isinstance(result, rp.Refused):
+        shell.ctx.reply(ref, ("refused", result.reason))
     else:
         shell.ctx.reply(ref, ("error", type(result).__name__, getattr(result, "index", None)))
 
