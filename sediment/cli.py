@@ -113,10 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--etcd-host", default="127.0.0.1", metavar="ADDRESS",
                        help="the address the etcd API binds (default 127.0.0.1)")
     start.add_argument("--tls-cert", default=None, metavar="PEM",
-                       help="serve the etcd API over TLS with this certificate (and --tls-key)")
-    start.add_argument("--tls-key", default=None, metavar="PEM", help="the TLS private key")
+                       help="serve the etcd API over TLS with this certificate and --tls-key "
+                            "(default: plain HTTP/2)")
+    start.add_argument("--tls-key", default=None, metavar="PEM", help="the TLS private key (default: none)")
     start.add_argument("--client-ca", default=None, metavar="PEM",
-                       help="require client certificates signed by this CA (with TLS)")
+                       help="require client certificates signed by this CA, with TLS "
+                            "(default: none required)")
 
     status = _sub(sub, "status", "show the cluster `sediment start` runs")
     status.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
