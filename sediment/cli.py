@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--tls-cert", default=None, metavar="PEM",
                        help="serve the etcd API over TLS with this certificate and --tls-key "
                             "(default: plain HTTP/2)")
-    start.add_argument("--tls-key", default=None, metavar="PEM", help="the TLS private key (default: none)")
+    start.add_argument("--tls-key", default=None, metavar="PEM",
+                       help="the TLS private key (default: none)")
     start.add_argument("--client-ca", default=None, metavar="PEM",
                        help="require client certificates signed by this CA, with TLS "
                             "(default: none required)")
