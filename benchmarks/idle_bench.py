@@ -97,7 +97,7 @@ def infos(rt: Any) -> dict[int, dict[str, Any]]:
     out = {}
     for pid in rt.processes():
         try:
-            got = ray.get(pid.handle.info.remote(), timeout=10)
+            got = ray.get(rt.transport.handle(pid).info.remote(), timeout=10)
         except Exception:  # noqa: BLE001 - a process that ended meanwhile
             continue
         out[got["os_pid"]] = got
