@@ -98,7 +98,7 @@ async def watcher_proc(ctx: Process, victims: list[Pid]) -> None:
 
     first = await ctx.receive(lambda m: isinstance(m, Call))
     for v in victims:
-        await ctx.monitor(v)
+        ctx.monitor(v)
     ctx.reply(first.from_, "ready")
     wait = await ctx.receive(lambda m: isinstance(m, Call))
     reasons = [(await ctx.receive(lambda m: isinstance(m, Down))).reason for _ in victims]
