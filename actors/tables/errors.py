@@ -43,4 +43,23 @@ class TableDropped(TableError):
         self.table = table
 
 
-__all__ = ["InvalidRow", "TableDropped", "TableError", "TxNotActive", "WriteConflict"]
+class PartitionUnavailable(TableError):
+    """No member of a partition's raft group answered in time (the write or read may or
+    may not have applied: a write makes its transaction abort)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"partition unavailable: {what}")
+        self.what = what
+
+
+class UnknownTransaction(TableError):
+    """The node coordinates no transaction of that id (never began here, or the node
+    restarted since: its transactions were abandoned to recovery)."""
+
+    def __init__(self, tx_id: str) -> None:
+        super().__init__(f"no transaction {tx_id} on this node")
+        self.tx_id = tx_id
+
+
+__all__ = ["InvalidRow", "PartitionUnavailable", "TableDropped", "TableError", "TxNotActive",
+           "UnknownTransaction", "WriteConflict"]
