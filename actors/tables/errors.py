@@ -52,6 +52,15 @@ class PartitionUnavailable(TableError):
         self.what = what
 
 
+class ReadBelowLowWatermark(TableError):
+    """A read-only read at a timestamp the low watermark has passed: the versions it
+    would need may be garbage-collected."""
+
+    def __init__(self, ts: object, lwm: object) -> None:
+        super().__init__(f"read at {ts} is below the low watermark {lwm}")
+        self.ts, self.lwm = ts, lwm
+
+
 class UnknownTransaction(TableError):
     """The node coordinates no transaction of that id (never began here, or the node
     restarted since: its transactions were abandoned to recovery)."""
@@ -61,5 +70,5 @@ class UnknownTransaction(TableError):
         self.tx_id = tx_id
 
 
-__all__ = ["InvalidRow", "PartitionUnavailable", "TableDropped", "TableError", "TxNotActive",
-           "UnknownTransaction", "WriteConflict"]
+__all__ = ["InvalidRow", "PartitionUnavailable", "ReadBelowLowWatermark", "TableDropped",
+           "TableError", "TxNotActive", "UnknownTransaction", "WriteConflict"]

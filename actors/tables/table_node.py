@@ -39,7 +39,7 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.tables import active_txs, min_tx_time, node_txs, partitioning
-from sediment.actors.tables.errors import UnknownTransaction
+from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group
 from sediment.actors.tables.node_reads import ReadPlan, reader
@@ -294,7 +294,7 @@ async def _read(s: NodeState, call: Call, kind: str, r: tuple[Any, ...]) -> Any:
         if ts is None:  # now, a millisecond back: no commit after the read goes below it
             ts = s.now().subtract_physical(1)
         if s.lwm.lwm is not None and ts < s.lwm.lwm:
-            raise InvalidCommand(f"read at {ts} is below the low watermark {s.lwm.lwm}")
+            raise ReadBelowLowWatermark(ts, s.lwm.lwm)
         cat = await catalog_at(s, ts)
         table_name, tx_id = r[1], None
         key = r[2] if kind == "ro_get" else None
