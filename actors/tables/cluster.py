@@ -250,9 +250,11 @@ class TablesCluster:
     def kill_node(self, node: str) -> None:
         """Every process of the node at once; its supervisor restarts the node's tree."""
         self.rt.kill_node(node)
+        self.recorder.abandon(node, self.now())
 
     def stop_node(self, node: str) -> None:
         self.rt.call(self.top, requests.terminate_child(f"node:{node}"), timeout=60)
+        self.recorder.abandon(node, self.now())
 
     def restart_node(self, node: str) -> None:
         self.rt.call(self.top, requests.restart_child(f"node:{node}"), timeout=60)

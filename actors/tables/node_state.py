@@ -126,6 +126,13 @@ async def assignments(s: NodeState) -> Mapping[ZonePartition, frozenset[str]]:
     return found
 
 
+async def known_assignments(s: NodeState, groups: Any) -> None:
+    """Refresh the node's copy of the assignments when it lacks one of `groups` (a
+    zone created since it last looked)."""
+    if any(g not in s.assignments for g in groups):
+        s.assignments = await assignments(s)
+
+
 async def catalog_log_now(s: NodeState) -> CatalogLog:
     log, _ = await meta_query(s, ViewQuery())
     assert isinstance(log, CatalogLog)
@@ -160,5 +167,5 @@ def store_lwm(path: str, value: HybridTimestamp) -> None:
 
 
 __all__ = ["NodeState", "NodeTx", "TableNodeConfig", "active_versions", "assignments",
-           "catalog_at", "catalog_log_now", "catalog_version", "load_lwm", "meta_query",
-           "store_lwm"]
+           "catalog_at", "catalog_log_now", "catalog_version", "known_assignments", "load_lwm",
+           "meta_query", "store_lwm"]

@@ -24,7 +24,13 @@ from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import partition_group
-from sediment.actors.tables.node_state import NodeState, NodeTx, catalog_at, catalog_version
+from sediment.actors.tables.node_state import (
+    NodeState,
+    NodeTx,
+    catalog_at,
+    catalog_version,
+    known_assignments,
+)
 from sediment.actors.tables.tx_state import FinishOutcome
 from sediment.runtime.messages import CallRef
 
@@ -97,6 +103,7 @@ async def run_effects(s: NodeState, tx: NodeTx, effects: list[txn.Effect]) -> No
 
 async def _send(s: NodeState, tx_id: str, e: txn.Effect, attempt: int) -> None:
     assert isinstance(e, txn.SendWrite | txn.SendFinish | txn.SendCleanup)
+    await known_assignments(s, (e.group,))
     nodes = tuple(sorted(s.assignments.get(e.group, ())))
     tag = s.next_tag(("tx", tx_id, e, attempt))
     if not nodes:

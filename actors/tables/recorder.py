@@ -60,6 +60,14 @@ class Recorder:
         if tx is not None:
             tx.outcome, tx.commit_ts, tx.end = outcome, commit_ts, at
 
+    def abandon(self, node: str, at: float) -> None:
+        """The node died: the transactions it coordinated and had not ended are
+        abandoned (no one runs them any more; recovery decides their outcome), so
+        their pins end now, as the pure simulation records a crash."""
+        for tx_id, tx in self.txs.items():
+            if tx_id.startswith(f"{node}:") and tx.end is None:
+                tx.end = at
+
     def read(self, ts: HybridTimestamp, cell: tuple[int, tuple[Any, ...]], value: Any,
              at: float) -> None:
         self.reads.append(ReadRecord(ts, cell, value, at))

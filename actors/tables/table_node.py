@@ -40,7 +40,7 @@ from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, Ve
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.tables import active_txs, min_tx_time, node_txs, partitioning
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
-from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group
 from sediment.actors.tables.node_reads import ReadPlan, reader
 from sediment.actors.tables.node_state import (
@@ -51,6 +51,7 @@ from sediment.actors.tables.node_state import (
     catalog_at,
     catalog_log_now,
     catalog_version,
+    known_assignments,
     load_lwm,
     meta_query,
     store_lwm,
@@ -90,6 +91,7 @@ async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     """Process entry."""
     s = NodeState(ctx, config, lwm=lw.init(config.lwm))
     s.incarnation = str(int(ctx.now() * 1_000_000))
+    await _catch_up(s)
     versions = await meta_query(s, VersionsQuery())
     await _lwm_event(s, lw.Start(s.physical_ms(), load_lwm(s.lwm_path()),
                                  versions.earliest_activation))
@@ -160,6 +162,38 @@ async def _on_call(s: NodeState, call: Call) -> Any:
     if kind == "status":
         return _status(s)
     raise InvalidCommand(f"table node request {repr(r)[:100]}")
+
+
+CATCH_UP_POLLS = 200  # x 0.05 s: how long a starting node waits for its metastore replica
+
+
+async def _catch_up(s: NodeState) -> None:
+    """Wait (bounded) until the local metastore replica has applied what the leader had
+    when we asked: a restarted node must not answer from a stale catalog or miss the
+    assignments of zones created while it was down."""
+    ok, _ = await request_group(s.ctx, META_GROUP, s.config.nodes,
+                                ("read_index", VersionsQuery()))
+    if not ok:
+        return
+    target = None
+    for _ in range(CATCH_UP_POLLS):
+        try:
+            status = await s.ctx.call(raft_name(META_GROUP, s.me), ("status",), timeout=5)
+        except CallError:
+            status = {}
+        if target is None:
+            leader = status.get("leader")
+            if leader is not None:
+                try:
+                    lead = await s.ctx.call(raft_name(META_GROUP, leader), ("status",),
+                                            timeout=5)
+                    target = lead.get("commit")
+                except CallError:
+                    pass
+        if target is not None and status.get("applied", 0) >= target:
+            return
+        await s.ctx.sleep(0.05)
+    _logger.warning("metastore replica did not catch up", node=s.me)
 
 
 # ---- DDL ----------------------------------------------------------------------------
@@ -309,6 +343,7 @@ async def _read(s: NodeState, call: Call, kind: str, r: tuple[Any, ...]) -> Any:
         zone = cat.zone(table.zone_id)
         assert zone is not None
         groups = tuple(g for g in cat.partitions() if g.zone_id == zone.id)
+    await known_assignments(s, groups)
     plan = ReadPlan(table.id, groups, dict(s.assignments), key, ts, tx_id,
                     catalog_log.active_version(latest, s.now()), s.config.intent_wait,
                     s.config.max_intent_waits)
