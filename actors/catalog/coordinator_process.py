@@ -132,8 +132,8 @@ class _Coordinator:
                 self.members[node] = pid
                 self.monitors[self.ctx.monitor(pid)] = node
                 if node == self.me:  # our node's low watermark, again after its restart
-                    lwm = await self.ctx.call(pid, ("subscribe_lwm", self.ctx.self()),
-                                              timeout=10)
+                    _, lwm = await self.ctx.call(pid, ("subscribe_lwm", self.ctx.self()),
+                                                 timeout=10)
                     if isinstance(lwm, HybridTimestamp):
                         self.lwm = lwm
         await self.step(cc.TopologyChanged(frozenset(self.members)))

@@ -21,8 +21,8 @@ watermark and the collector of its partitions' published minimum tx times. It:
 Requests (calls): ("ddl", commands), ("begin",), ("write", tx, table, row),
 ("delete", tx, table, key), ("get", tx, table, key), ("scan", tx, table),
 ("commit", tx), ("rollback", tx), ("ro_get", table, key, ts), ("ro_scan", table, ts),
-("tx_alive", tx), ("subscribe_lwm", pid), ("status",). Errors are answered
-("error", a CatalogError); nothing changed.
+("tx_alive", tx), ("subscribe_lwm", pid) -> ("lwm", current or None), ("status",).
+Errors are answered ("error", a CatalogError); nothing changed.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ async def table_node(ctx: Process, config: TableNodeConfig) -> None:
                                  versions.earliest_activation))
     await _ensure(s)
     ctx.send_after(config.ensure_interval, ctx.self(), _Ensure())
-    _logger.info("table node up", node=s.me, lwm=str(s.lwm.lwm))
+    _logger.info("table node up", node=s.me, lwm=str(s.lwm.lwm), at=ctx.now())
     while True:
         msg = await ctx.receive()
         try:
@@ -158,7 +158,7 @@ async def _on_call(s: NodeState, call: Call) -> Any:
         if r[1] not in s.lwm_subscribers:
             s.lwm_subscribers.append(r[1])
             s.ctx.monitor(r[1])
-        return s.lwm.lwm
+        return ("lwm", s.lwm.lwm)
     if kind == "status":
         return _status(s)
     raise InvalidCommand(f"table node request {repr(r)[:100]}")
