@@ -36,6 +36,8 @@ async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], reques
     """One request at whichever member leads: (True, the machine's answer) or (False,
     None) after `attempts` tries."""
     hint: str | None = None
+    if not nodes:
+        return False, None
     for attempt in range(attempts):
         target = hint or nodes[attempt % len(nodes)]
         hint = None

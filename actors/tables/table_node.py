@@ -234,11 +234,16 @@ async def _ddl_done(s: NodeState, client: Any, done: TaskDone) -> None:
 
 
 async def _ensure(s: NodeState) -> None:
-    """Start the members of partitions assigned to this node that do not run yet."""
+    """Start the members of partitions assigned to this node that do not run yet; forget
+    the partitions of dropped zones."""
     try:
         s.assignments = await assignments(s)
     except CallError:
         return
+    for group in sorted(set(s.collector.times) - set(s.assignments), key=str):
+        # a dropped zone's partition (IGNITE-25867): it no longer holds compaction back.
+        # Its member keeps running until the node restarts (not destroyed yet).
+        s.collector = min_tx_time.remove_partition(s.collector, group)
     options = s.config.partitions or PartitionOptions(s.config.data_dir)
     for group, nodes in sorted(s.assignments.items(), key=lambda x: (x[0].zone_id,
                                                                       x[0].partition)):
@@ -290,6 +295,8 @@ async def _prepare_tx_time(s: NodeState, ts: HybridTimestamp) -> None:
                for g in s.collector.times}
     for group in compaction_participant.replicas_to_update(versions, s.me, primary):
         nodes = tuple(sorted(s.assignments.get(group, ())))
+        if not nodes:
+            continue
         requests = (("propose", UpdateMinActiveTxTimeCmd(ts)), ("propose", FlushCmd()))
         await spawn_task(s.ctx, partition_group(group), nodes, requests,
                          s.next_tag(("min_tx", group)))
