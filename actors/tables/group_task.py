@@ -3,10 +3,10 @@
 The table node and the compaction coordinator must never block on a raft round trip
 (their mailboxes carry client calls, timers and the coordinator's messages), so each
 proposal or linearizable read runs in a task process. It tries the members in turn,
-follows leader hints, and sends back one `TaskDone(tag, ok, results)`: the results of
-its requests, run in order (a later one only after the earlier one applied: the minimum
-tx time update before the flush that publishes it). Bounded: `attempts` tries per
-request; a request that never succeeds ends the task with ok False.
+follows leader hints (bounded: `attempts` tries within `PATIENCE` seconds), and sends
+back one `TaskDone(tag, ok, results)`: the results of its requests, run in order (a
+later one only after the earlier one applied: the minimum tx time update before the
+flush that publishes it). A request that never succeeds ends the task with ok False.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
-ATTEMPTS = 60
+ATTEMPTS = 400
+PATIENCE = 10.0  # seconds a request keeps trying (elections of two-member groups can
+# take a few rounds of split votes)
 BACKOFF = 0.05  # seconds between tries when no member leads
 
 
@@ -38,7 +40,10 @@ async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], reques
     hint: str | None = None
     if not nodes:
         return False, None
+    deadline = ctx.now() + PATIENCE
     for attempt in range(attempts):
+        if ctx.now() > deadline:
+            break
         target = hint or nodes[attempt % len(nodes)]
         hint = None
         try:
