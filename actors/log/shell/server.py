@@ -174,7 +174,8 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     snap_state = info.state if info is not None else SnapshotState.initial()
     for pid in (wal, segwriter):
         ctx.send(pid, SnapshotStateChanged(group, snap_state))
-    refs = SegRefs(await ctx.call(segwriter, ("refs", group), timeout=60))
+    refs = SegRefs(await ctx.call(segwriter, ("refs", group, gdir, spec.segment_max_entries),
+                                  timeout=60))
     memtable = await ctx.call(wal, ("recovered", group), timeout=60)
     first = (info.index if info is not None else 0) + 1
     tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable),
