@@ -520,6 +520,16 @@ class Process:
         for fp in self._fire(name):
             await self._act(name, fp)
 
+    def failpoint_due(self, name: str) -> Sequence[Failpoint]:
+        """`failpoint` in two halves: what fires at `name` now (counted as fired; empty,
+        and free, when nothing is armed), then `await failpoint_act(name, due)` outside
+        whatever the caller must not hold across a pause (an open SQLite transaction)."""
+        return self._fire(name)
+
+    async def failpoint_act(self, name: str, due: Sequence[Failpoint]) -> None:
+        for fp in due:
+            await self._act(name, fp)
+
     async def _act(self, name: str, fp: Failpoint) -> None:
         if fp.action == "crash":
             self.kernel.crash(self)

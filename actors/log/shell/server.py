@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -603,27 +604,42 @@ async def _send(shell: _Shell, node: str, msg: Any) -> None:
 
 async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
     """Apply committed entries in one transaction of the machine (when it offers one),
-    then answer their proposers: a batch of puts costs one commit."""
+    then answer their proposers: a batch of puts costs one commit. A leader's
+    before-apply failpoint that fires commits and answers what came before it first and
+    acts outside any transaction: a pause or a kill there must not leave one open."""
     machine = shell.machine
     lo = machine.applied + 1
     batch = getattr(machine, "batch", None)
-    answers: list[tuple[Any, Any]] = []
-    with batch() if batch is not None else contextlib.nullcontext():
-        for entry in entries:
-            # a machine on disk may be ahead of the log's snapshot: never apply twice
-            fresh = entry.index > machine.applied
-            if fresh and state.role == "leader":
-                await shell.ctx.failpoint(before_apply_point(type(entry.command)))
-            if isinstance(entry.command, rt.ConfChange):  # the raft core's: a no-op here
-                entry = replace(entry, command=None)
-            result = machine.apply(entry) if fresh else None
-            waiter = shell.waiting.pop(entry.index, None)
-            if waiter is not None:
-                answers.append((waiter, ("ok", entry.index, result)))
-            else:
-                shell.results[entry.index] = result
-    for waiter, answer in answers:
-        shell.ctx.reply(waiter, answer)
+    ctx = shell.ctx
+    i, fired = 0, False
+    while i < len(entries):
+        answers: list[tuple[Any, Any]] = []
+        due: Sequence[Any] = ()
+        point = ""
+        with batch() if batch is not None else contextlib.nullcontext():
+            for entry in entries[i:]:
+                # a machine on disk may be ahead of the log's snapshot: never apply twice
+                fresh = entry.index > machine.applied
+                if fresh and state.role == "leader" and not fired:
+                    point = before_apply_point(type(entry.command))
+                    due = ctx.failpoint_due(point)
+                    if due:
+                        break
+                fired = False
+                if isinstance(entry.command, rt.ConfChange):  # the raft core's: a no-op
+                    entry = replace(entry, command=None)
+                result = machine.apply(entry) if fresh else None
+                waiter = shell.waiting.pop(entry.index, None)
+                if waiter is not None:
+                    answers.append((waiter, ("ok", entry.index, result)))
+                else:
+                    shell.results[entry.index] = result
+                i += 1
+        for waiter, answer in answers:
+            ctx.reply(waiter, answer)
+        if due:
+            await ctx.failpoint_act(point, due)
+            fired = True  # entry i's failpoint has acted: apply it now
     if entries and lo <= machine.applied and shell.appliers:
         if shell.eager:
             _notify_appliers(shell, shell.appliers)
