@@ -13,9 +13,9 @@ verdict, and prints Sediment's figures against etcd's.
 
 `--profile SECONDS` samples the Sediment leader's raft host (the process that runs the
 raft member, the KV machine and the leader's gRPC server) with py-spy during the first
-Sediment load (py-spy's collapsed stacks and the host's cProfile table of its event loop,
-in a temporary directory named in the results); profiling slows the host, so record
-figures from a run without it.
+Sediment load (py-spy's collapsed stacks in a temporary directory named in the results,
+and the share of samples per area of the code); sampling slows the host a little, so
+record figures from a run without it.
 
 Usage: python benchmarks/etcd_perf_bench.py [--loads s,m] [--json PATH] [--profile 20]
        [--systems etcd,sediment] [--target all|leader]
@@ -202,17 +202,12 @@ def host_names(cluster: Any) -> dict[int, str]:
 
 
 def _profile_host(handle: Any, seconds: float, out_dir: Path) -> dict[str, Any]:
-    """py-spy on the host's OS process (every thread: grpc's and Ray's too) and the
-    host's own cProfile of its event loop, over the same window."""
+    """py-spy on the host's OS process (every thread: grpc's and Ray's too)."""
     import ray
 
     info = ray.get(handle.info.remote(), timeout=30)
-    table = handle.profile.remote(seconds, 30)
     spy = _py_spy(int(info["os_pid"]), seconds, out_dir)
-    loop = ray.get(table, timeout=seconds + 60)
-    (out_dir / "etcd_perf_loop_profile.txt").write_text(loop)
-    return {**spy, "loop_profile": str(out_dir / "etcd_perf_loop_profile.txt"),
-            "processes": info.get("labels", [])}
+    return {**spy, "processes": info.get("labels", [])}
 
 
 def _py_spy(pid: int, seconds: float, out_dir: Path) -> dict[str, Any]:
@@ -229,21 +224,43 @@ def _py_spy(pid: int, seconds: float, out_dir: Path) -> dict[str, Any]:
     return {"pid": pid, "raw": str(raw), "top": summarize_profile(raw)}
 
 
-def summarize_profile(raw: Path, top: int = 25) -> list[tuple[str, float]]:
-    """Self and inclusive shares of the functions in a py-spy raw (collapsed) file."""
+# where the raft host's samples are (a sample counts for every area its stack passes)
+AREAS = {
+    "etcd gRPC server (actors/etcd)": ("actors/etcd/",),
+    "grpc library": ("grpc/",),
+    "raft server shell": ("actors/log/shell/server.py",),
+    "raft core": ("actors/log/raft/",),
+    "WAL": ("actors/log/storage/wal",),
+    "KV machine and store": ("actors/kv/",),
+    "runtime transport flush (Ray actor calls out)": ("transport.py",),
+    "Ray: actor method calls": ("ActorMethod._remote",),
+    "Ray: deserializing what arrives": ("deserialize_objects",),
+    "Ray: metrics": ("util/metrics.py",),
+}
+
+
+def summarize_profile(raw: Path, top: int = 25) -> dict[str, Any]:
+    """From a py-spy raw (collapsed) file: the share of samples in each area (AREAS)
+    and the functions with the highest inclusive share."""
     total = 0
     inclusive: dict[str, int] = {}
+    areas: dict[str, int] = dict.fromkeys(AREAS, 0)
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
         n = int(count)
         total += n
+        for area, marks in AREAS.items():
+            if any(mark in stack for mark in marks):
+                areas[area] += n
         for frame in set(stack.split(";")):
             name = frame.split(" (")[0] + " " + frame.rsplit("/", 1)[-1].split(":")[0]
             inclusive[name] = inclusive.get(name, 0) + n
     ranked = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
-    return [(name, round(n / max(total, 1), 3)) for name, n in ranked]
+    return {"samples": total,
+            "areas": {a: round(n / max(total, 1), 3) for a, n in areas.items()},
+            "functions": [(name, round(n / max(total, 1), 3)) for name, n in ranked]}
 
 
 def run_sediment(loads: list[str], profile: float, out_dir: Path, target: str = "all",
