@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sediment.actors.etcd.client import never_sent
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.kv import errors, rpctypes, wire
 from sediment.actors.kv.etcd_client import _TYPED
@@ -32,9 +33,6 @@ from sediment.scenarios.history import Failure, OpKind, Request
 from sediment.scenarios.processes import MAX_ATTEMPTS, RETRY_PAUSE, OpRecord
 
 RESOLVE_TIMEOUT = 2.0  # seconds for a node's etcd server to say where it listens
-# gRPC statuses whose request never reached a server (a connection that never opened)
-NOT_SENT = ("failed to connect", "connection refused", "dns resolution failed",
-            "name resolution")
 RETRY_NAMES = ("ErrNoLeader", "ErrNotLeader")  # refused before the log: try elsewhere
 INFO_NAMES = ("ErrTimeout", "ErrTimeoutDueToLeaderFail", "ErrTimeoutDueToConnectionLost",
               "ErrLeaderChanged")
@@ -60,8 +58,7 @@ def outcome_of(code: str, details: str) -> Verdict:
     if name is not None:  # etcd's own refusal: the typed error's name, as the store's
         typed = _TYPED.get(name)
         return Verdict("fail", Failure(typed.__name__ if typed else name, details))
-    lowered = details.lower()
-    if code == "UNAVAILABLE" and any(x in lowered for x in NOT_SENT):
+    if code == "UNAVAILABLE" and never_sent(details):
         return Verdict("retry", Failure("Unavailable", details))
     if code == "INVALID_ARGUMENT":  # refused before it was proposed
         return Verdict("fail", Failure(errors.InvalidRequest.__name__, details))
