@@ -83,8 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sim: deterministic simulator; ray: real processes")
     run.add_argument("--client", choices=("native", "grpc"), default=None,
                      help="how the traffic reaches the cluster: native process messages, "
-                          "or grpc through every node's etcd API (ray only); default: "
-                          "each scenario's traffic.client")
+                          "or grpc through every node's etcd API (ray only) (default: "
+                          "each scenario's traffic.client)")
     run.add_argument("--seed", type=int_at_least(0), default=None,
                      help="the first seed (default: each scenario's own seed)")
     run.add_argument("--seeds", type=int_at_least(1), default=1, metavar="N",
@@ -117,10 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--etcd-host", default="127.0.0.1", metavar="ADDRESS",
                        help="the address the etcd API binds (default 127.0.0.1)")
     start.add_argument("--tls-cert", default=None, metavar="PEM",
-                       help="serve the etcd API over TLS with this certificate (and --tls-key)")
-    start.add_argument("--tls-key", default=None, metavar="PEM", help="the TLS private key")
+                       help="serve the etcd API over TLS with this certificate (and --tls-key) "
+                            "(default: none, plain HTTP)")
+    start.add_argument("--tls-key", default=None, metavar="PEM",
+                       help="the TLS private key (default: none)")
     start.add_argument("--client-ca", default=None, metavar="PEM",
-                       help="require client certificates signed by this CA (with TLS)")
+                       help="require client certificates signed by this CA (with TLS) "
+                            "(default: none, no client certificates)")
 
     status = _sub(sub, "status", "show the cluster `sediment start` runs")
     status.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",

@@ -192,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 with log.file_sink(d / RUN_LOG, file_level, capture_processes=True):
                     result = runner.run_scenario(s, args.backend, seed, d / "data",
                                                  progress=bar.run(f"{s.name} seed {seed}"),
-                                                 client=client)
+                                                 **({"client": client} if client else {}))
                     files = report.write_run(result, d)
                 summaries.append(report.summarize(result, str(d.relative_to(out))))
                 bar.finished()
