@@ -281,11 +281,18 @@ class ClientConfig:
     client_kind: str = "native"  # the scenario's traffic.client
 
 
+async def _prepare(kv: Any) -> None:
+    prepare = getattr(kv, "prepare", None)
+    if prepare is not None:
+        await prepare()
+
+
 async def traffic_client(ctx: Process, cfg: ClientConfig) -> None:
     """Process entry: after Go, requests until its end_t (at the scenario's rate)."""
+    kv = session(ctx, cfg.nodes, cfg.op_timeout, cfg.client, cfg.client_kind)
+    await _prepare(kv)  # a connection opened before the clock starts
     end_t = (await wait_for_go(ctx)).end_t
     gen = RequestGenerator(cfg.seed, cfg.client, cfg.traffic)
-    kv = session(ctx, cfg.nodes, cfg.op_timeout, cfg.client, cfg.client_kind)
     period = 1.0 / cfg.traffic.rate if cfg.traffic.rate else 0.0
     # clients start spread over one period so that they overlap rather than march
     next_at = ctx.now() + period * random.Random(f"{cfg.seed}-{cfg.client}").random()
@@ -328,9 +335,10 @@ def compaction_times(c: Compactions, start_t: float, end_t: float) -> list[tuple
 
 async def compactor(ctx: Process, cfg: CompactorConfig) -> None:
     """Process entry: the scenario's client Compacts."""
+    kv = session(ctx, cfg.nodes, cfg.op_timeout, client=cfg.client_kind)
+    await _prepare(kv)
     go = await wait_for_go(ctx)
     rng = random.Random(f"sediment-compact-{cfg.seed}")
-    kv = session(ctx, cfg.nodes, cfg.op_timeout, client=cfg.client_kind)
     last = 0
     for at, spec in compaction_times(cfg.compactions, go.t0, go.end_t):
         wait = at - ctx.now()
