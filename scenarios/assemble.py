@@ -6,7 +6,12 @@ raft index of its entry (`Op.index`: its place in the log, which this module mat
 and the etcd revisions of its answer (what the replay of the log in index order gives
 each write):
 
-- an operation that got an answer carries its index already;
+- an operation that got an answer carries its index already, except over etcd's gRPC API
+  (`client: grpc`: etcd's answer has no raft index): such an answered write is placed as
+  an indeterminate one is, by its request (a refused one is not: a client's Compact
+  refused as compacted is the same command as the coordinator's entry that compacted
+  it), and the log holds it as the etcd server proposed it (`Wire`: the request with
+  its user), unwrapped here;
 - an indeterminate one (`info`) whose request is in the log gets that entry's index, an
   entry above every operation that had completed before it was invoked (the log's order
   is a linearization, so an entry committed before the request existed is not its own: a
@@ -34,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sediment.actors.kv.auth_store import Wire
 from sediment.actors.kv.types import Compact, DeleteRange, Event, Put, Range, RangeResult, Txn
 from sediment.scenarios.checkers.kv_model import KvModel, UnknownWrite
 from sediment.scenarios.checkers.watch_guarantees import log_events
@@ -77,10 +83,25 @@ def _shift(t: float, t0: float) -> float:
     return max(0.0, t - t0)
 
 
+def request_of(command: Any) -> Any:
+    """The client's request in a log entry (a request off the etcd API is proposed with
+    its user and auth revision: `Wire`)."""
+    return command.request if isinstance(command, Wire) else command
+
+
+def _unplaced(op: OpRecord) -> bool:
+    """An operation whose entry is to be found by its request: an indeterminate one, or
+    one answered over the gRPC API (no index in etcd's answer). Reads over gRPC are
+    served by ReadIndex and have no entry."""
+    if op.index is not None or isinstance(op.request, Range):
+        return False
+    return op.outcome == "info" or (op.outcome == "ok" and op.client_kind == "grpc")
+
+
 def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
         list[OpRecord], dict[int, Any]]:
-    """Give indeterminate operations the index of their entry; the entries nobody
-    claims remain (index -> command)."""
+    """Give indeterminate operations (and writes answered over gRPC) the index of their
+    entry; the entries nobody claims remain (index -> command)."""
     claimed = {op.index for op in ops if op.index is not None}
     unclaimed: dict[Any, list[int]] = defaultdict(list)
     for index in sorted(entries):
@@ -88,9 +109,7 @@ def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
         if index not in claimed and isinstance(command, REQUEST_TYPES):
             unclaimed[_key(command)].append(index)
     out = list(ops)
-    waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops)
-                     if op.outcome == "info" and op.index is None
-                     and not isinstance(op.request, Range))
+    waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops) if _unplaced(op))
     done = sorted((op.complete_t, op.index) for op in ops if op.index is not None)
     floor, next_done = 0, 0  # the highest index answered before the current invoke
     for invoke_t, i in waiting:
@@ -204,7 +223,7 @@ def _replayed(entries: dict[int, Any]) -> dict[int, Any]:
 def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
              final: OpRecord | None) -> Assembled:
     notes = list(dump.notes)
-    entries = {e.index: e.command for e in dump.entries}
+    entries = {e.index: request_of(e.command) for e in dump.entries}
     seen_at = {e.index: e.seen_t for e in dump.entries}
     ops, left = place_ops(dump.ops, entries)
     # answered operations fill entries the tail missed
@@ -279,4 +298,4 @@ def _replay_watch(rec: HistoryRecorder, w: WatchLog, t0: float) -> None:
         rec.watch_end(h, _shift(w.end_t, t0), w.end_reason, w.compact_revision)
 
 
-__all__ = ["Assembled", "assemble", "place_by_observation", "place_ops"]
+__all__ = ["Assembled", "assemble", "place_by_observation", "place_ops", "request_of"]

@@ -59,6 +59,7 @@ class OpRecord:
     outcome: str
     result: Any
     index: int | None
+    client_kind: str = "native"  # "grpc": sent over etcd's API (its answer has no index)
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,23 @@ class KvSession:
         return "fail", Failure("Unavailable", "no member accepted the request in time"), None
 
 
+def session(ctx: Process, nodes: tuple[str, ...], timeout: float, first: int = 0,
+            client: str = "native") -> Any:
+    """The session a traffic process talks through: native (raft members as processes)
+    or `grpc` (every node's etcd API, `grpc_client.py`; Ray only)."""
+    if client == "grpc":
+        from sediment.scenarios.grpc_client import GrpcSession
+
+        return GrpcSession(ctx, nodes, timeout, first)
+    return KvSession(ctx, nodes, timeout, first)
+
+
+async def _close(kv: Any) -> None:
+    close = getattr(kv, "close", None)
+    if close is not None:
+        await close()
+
+
 # ---- traffic ------------------------------------------------------------------------------
 
 
@@ -260,13 +278,21 @@ class ClientConfig:
     nodes: tuple[str, ...]
     recorder: Pid
     op_timeout: float
+    client_kind: str = "native"  # the scenario's traffic.client
+
+
+async def _prepare(kv: Any) -> None:
+    prepare = getattr(kv, "prepare", None)
+    if prepare is not None:
+        await prepare()
 
 
 async def traffic_client(ctx: Process, cfg: ClientConfig) -> None:
     """Process entry: after Go, requests until its end_t (at the scenario's rate)."""
+    kv = session(ctx, cfg.nodes, cfg.op_timeout, cfg.client, cfg.client_kind)
+    await _prepare(kv)  # a connection opened before the clock starts
     end_t = (await wait_for_go(ctx)).end_t
     gen = RequestGenerator(cfg.seed, cfg.client, cfg.traffic)
-    kv = KvSession(ctx, cfg.nodes, cfg.op_timeout, first=cfg.client)
     period = 1.0 / cfg.traffic.rate if cfg.traffic.rate else 0.0
     # clients start spread over one period so that they overlap rather than march
     next_at = ctx.now() + period * random.Random(f"{cfg.seed}-{cfg.client}").random()
@@ -280,6 +306,7 @@ async def traffic_client(ctx: Process, cfg: ClientConfig) -> None:
                 break
         kind, req = gen.next()
         ctx.send(cfg.recorder, ("op", await kv.request(cfg.client, kind, req)))
+    await _close(kv)
     ctx.send(cfg.recorder, ("done", f"client-{cfg.client}"))
 
 
@@ -291,6 +318,7 @@ class CompactorConfig:
     nodes: tuple[str, ...]
     recorder: Pid
     op_timeout: float
+    client_kind: str = "native"
 
 
 def compaction_times(c: Compactions, start_t: float, end_t: float) -> list[tuple[float, Any]]:
@@ -307,9 +335,10 @@ def compaction_times(c: Compactions, start_t: float, end_t: float) -> list[tuple
 
 async def compactor(ctx: Process, cfg: CompactorConfig) -> None:
     """Process entry: the scenario's client Compacts."""
+    kv = session(ctx, cfg.nodes, cfg.op_timeout, client=cfg.client_kind)
+    await _prepare(kv)
     go = await wait_for_go(ctx)
     rng = random.Random(f"sediment-compact-{cfg.seed}")
-    kv = KvSession(ctx, cfg.nodes, cfg.op_timeout)
     last = 0
     for at, spec in compaction_times(cfg.compactions, go.t0, go.end_t):
         wait = at - ctx.now()
@@ -328,21 +357,26 @@ async def compactor(ctx: Process, cfg: CompactorConfig) -> None:
             last = max(last, revision)
         elif isinstance(rec.result, Failure) and rec.result.compact_revision:
             last = max(last, rec.result.compact_revision)
+    await _close(kv)
     ctx.send(cfg.recorder, ("done", "compactor"))
 
 
 async def final_read(ctx: Process, client: int, nodes: tuple[str, ...], recorder: Pid,
-                     timeout: float, attempts: int) -> OpRecord | None:
+                     timeout: float, attempts: int, client_kind: str = "native",
+                     ) -> OpRecord | None:
     """Process entry: a linearizable read of every key, retried until one succeeds; each
     attempt is recorded. Returns the successful one."""
-    kv = KvSession(ctx, nodes, timeout)
-    for _ in range(attempts):
-        rec = await kv.request(client, "range", Range(*EVERY_KEY))
-        ctx.send(recorder, ("op", rec))
-        if rec.outcome == "ok":
-            return rec
-        await ctx.sleep(RETRY_PAUSE * 4)
-    return None
+    kv = session(ctx, nodes, timeout, client=client_kind)
+    try:
+        for _ in range(attempts):
+            rec: OpRecord = await kv.request(client, "range", Range(*EVERY_KEY))
+            ctx.send(recorder, ("op", rec))
+            if rec.outcome == "ok":
+                return rec
+            await ctx.sleep(RETRY_PAUSE * 4)
+        return None
+    finally:
+        await _close(kv)
 
 
 __all__ = [
@@ -358,6 +392,7 @@ __all__ = [
     "compactor",
     "final_read",
     "recorder",
+    "session",
     "traffic_client",
     "wait_for_go",
 ]

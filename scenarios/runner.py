@@ -62,7 +62,7 @@ from sediment.scenarios.assemble import Assembled, assemble
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
 from sediment.scenarios.checkers.tier_state import TierState
 from sediment.scenarios.history import FaultEvent, History
-from sediment.scenarios.schema import Fault, Scenario
+from sediment.scenarios.schema import CLIENT_KINDS, Fault, Scenario
 from sediment.scenarios.schema_blocks import TIER_TRIGGERS
 
 _logger = log.get_logger("sediment.scenarios.runner")
@@ -141,12 +141,21 @@ class RunResult:
 def run_scenario(scenario: Scenario, backend: str = "sim", seed: int | None = None,
                  data_dir: str | Path | None = None, progress: ProgressFn | None = None,
                  timing: Timing | None = None, cluster_options: dict[str, Any] | None = None,
-                 ) -> RunResult:
+                 client: str | None = None) -> RunResult:
     """Run `scenario` once (seed: the scenario's own unless given). `data_dir` must be
     empty or missing; the cluster keeps its files there. `cluster_options` are extra
-    keyword arguments for Cluster.start (tests use them to plant faults)."""
+    keyword arguments for Cluster.start (tests use them to plant faults). `client`
+    ("native" or "grpc") overrides the scenario's `traffic.client`."""
     if backend not in api.BACKENDS:
         raise ValueError(f"backend must be one of {api.BACKENDS}, got {backend!r}")
+    if client is not None:
+        if client not in CLIENT_KINDS:
+            raise ValueError(f"client must be one of {CLIENT_KINDS}, got {client!r}")
+        scenario = replace(scenario, traffic=replace(scenario.traffic, client=client))
+    if scenario.traffic.client == "grpc" and backend != "ray":
+        raise nemesis.UnsupportedScenario(
+            f"{scenario.name}: client grpc needs the ray backend (the simulator has no "
+            "sockets for the gRPC API)")
     if backend not in scenario.backends:
         raise nemesis.UnsupportedScenario(
             f"{scenario.name} runs on {', '.join(scenario.backends)} only, not {backend}")
@@ -238,6 +247,10 @@ class _Run:
         blocks = self.s.cluster.blocks
         if blocks is not None:
             settings["blocks"] = tier.block_tier(blocks, self.s.cluster.settings)
+        if self.s.traffic.client == "grpc":  # every node serves etcd's API
+            from sediment.actors.etcd.server import EtcdWire
+
+            settings["etcd"] = EtcdWire()
         self.cluster = Cluster.start(self.nodes, data_dir=str(self.path / "kv"),
                                      runtime=self.rt, top_node=CLIENT_NODE,
                                      **{**settings, **self.options})
@@ -269,12 +282,13 @@ class _Run:
         traffic = [
             self.rt.spawn(processes.traffic_client,
                           processes.ClientConfig(c, self.seed, s.traffic, self.nodes,
-                                                 self.recorder, t.op_timeout),
+                                                 self.recorder, t.op_timeout,
+                                                 s.traffic.client),
                           node=CLIENT_NODE, label=f"client-{c}")
             for c in range(n)]
         if s.traffic.compactions is not None:
             cfg2 = processes.CompactorConfig(n, self.seed, s.traffic.compactions, self.nodes,
-                                             self.recorder, t.op_timeout)
+                                             self.recorder, t.op_timeout, s.traffic.client)
             traffic.append(self.rt.spawn(processes.compactor, cfg2, node=CLIENT_NODE,
                                          label="compactor"))
         client = n + 2  # n: the compactor, n + 1: the final read
@@ -418,7 +432,8 @@ class _Run:
         self._settle()
         final: processes.OpRecord | None = self.rt.run(
             processes.final_read, s.traffic.clients + 1, self.nodes, self.recorder,
-            t.op_timeout, 20, node=CLIENT_NODE, timeout=t.settle_timeout + 60)
+            t.op_timeout, 20, s.traffic.client, node=CLIENT_NODE,
+            timeout=t.settle_timeout + 60)
         head = 0
         if final is not None:
             head = final.result.revision

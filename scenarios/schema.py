@@ -35,6 +35,7 @@ from sediment.scenarios.schema_blocks import (
 )
 
 Backend = Literal["sim", "ray"]
+ClientKind = Literal["native", "grpc"]
 Role = Literal[
     "leader", "follower", "coordinator", "kv_node", "watcher", "wal", "segment_writer",
     "log_worker",
@@ -44,6 +45,10 @@ WatchStart: TypeAlias = int | Literal["now", "compact", "below_compact", "above_
 CompactTarget: TypeAlias = int | Literal["head", "random"]
 
 BACKENDS: tuple[Backend, ...] = ("sim", "ray")
+# how the traffic reaches the cluster: "native" calls the raft members as process
+# messages; "grpc" sends the same requests through every node's etcd v3 gRPC API (Ray
+# only: the simulator has no sockets)
+CLIENT_KINDS: tuple[ClientKind, ...] = ("native", "grpc")
 ROLES: tuple[Role, ...] = (
     "leader", "follower", "coordinator", "kv_node", "watcher", "wal", "segment_writer",
     "log_worker",
@@ -186,6 +191,7 @@ class Traffic:
     value_size: int = 16
     watchers: tuple[WatcherSpec, ...] = ()
     compactions: Compactions | None = None
+    client: ClientKind = "native"
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,8 @@ def scenario_dict(s: Scenario) -> dict[str, Any]:
     }
     if t.rate is not None:
         traffic["rate"] = _num(t.rate)
+    if t.client != "native":
+        traffic["client"] = t.client
     if t.watchers:
         traffic["watchers"] = [_watcher_dict(w) for w in t.watchers]
     if t.compactions is not None:

@@ -21,6 +21,7 @@ from sediment.scenarios.schema import (
     ACTIONS,
     BACKENDS,
     CHECKS,
+    CLIENT_KINDS,
     FAILPOINT_RE,
     FILTERS,
     MAX_COMPACTIONS,
@@ -43,6 +44,7 @@ from sediment.scenarios.schema import (
     WATCH_STARTS,
     ArmFailpoint,
     Backend,
+    ClientKind,
     ClockSkew,
     Cluster,
     CompactAt,
@@ -276,6 +278,9 @@ class _Validator:
         self.nodes = cluster.nodes
         self.blocks = cluster.blocks is not None
         traffic = self.opt(m, "traffic", (), self.traffic, Traffic())
+        if traffic.client == "grpc" and "sim" in backends:
+            self.fail(("traffic", "client"), "client: grpc needs the ray backend (the "
+                      "simulator has no sockets for the gRPC API): add backends: [ray]")
         if self.blocks and traffic.compactions is not None:
             self.fail(("traffic", "compactions"), "client Compacts go straight to raft and "
                       "bypass the block tier's flush hold; with cluster.blocks the cluster's "
@@ -367,7 +372,8 @@ class _Validator:
     # -- traffic --
 
     def traffic(self, v: object, path: Path_) -> Traffic:
-        known = ("clients", "rate", "keys", "mix", "value_size", "watchers", "compactions")
+        known = ("clients", "rate", "keys", "mix", "value_size", "watchers", "compactions",
+                 "client")
         m = self.mapping(v, path, known)
         d = Traffic()
         return Traffic(
@@ -381,7 +387,11 @@ class _Validator:
                                 lambda x, p: self.integer(x, p, 1, 1 << 20), d.value_size),
             watchers=self.opt(m, "watchers", path, self.watchers, ()),
             compactions=self.opt(m, "compactions", path, self.compactions, None),
+            client=self.opt(m, "client", path, self.client_kind, d.client),
         )
+
+    def client_kind(self, v: object, path: Path_) -> ClientKind:
+        return cast(ClientKind, self.choice(v, path, CLIENT_KINDS))
 
     def mix(self, v: object, path: Path_) -> Mix:
         m = self.mapping(v, path, MIX_OPS)

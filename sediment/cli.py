@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a scenario file (.yaml) or a directory of them")
     run.add_argument("--backend", choices=BACKENDS, default="sim",
                      help="sim: deterministic simulator; ray: real processes")
+    run.add_argument("--client", choices=("native", "grpc"), default=None,
+                     help="how the traffic reaches the cluster: native process messages, "
+                          "or grpc through every node's etcd API (ray only) (default: "
+                          "each scenario's traffic.client)")
     run.add_argument("--seed", type=int_at_least(0), default=None,
                      help="the first seed (default: each scenario's own seed)")
     run.add_argument("--seeds", type=int_at_least(1), default=1, metavar="N",

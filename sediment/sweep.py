@@ -162,6 +162,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sediment.scenarios import report, runner, sweep_report
 
     out = Path(args.out or f"sediment-runs/{datetime.now(UTC):%Y%m%d-%H%M%S}")
+    client = getattr(args, "client", None)
+    if client == "grpc" and args.backend != "ray":
+        print("sediment: --client grpc needs --backend ray (the simulator has no sockets "
+              "for the gRPC API)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         p = plan(load_scenarios(args.paths), args.backend, args.seed, args.seeds, out)
     except UsageError as exc:
@@ -186,7 +191,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 d = run_dir(out, s.name, seed)
                 with log.file_sink(d / RUN_LOG, file_level, capture_processes=True):
                     result = runner.run_scenario(s, args.backend, seed, d / "data",
-                                                 progress=bar.run(f"{s.name} seed {seed}"))
+                                                 progress=bar.run(f"{s.name} seed {seed}"),
+                                                 **({"client": client} if client else {}))
                     files = report.write_run(result, d)
                 summaries.append(report.summarize(result, str(d.relative_to(out))))
                 bar.finished()

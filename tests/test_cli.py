@@ -352,7 +352,7 @@ def test_every_bad_file_of_a_directory_is_reported(tmp_path: Path,
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "sediment: a.yaml:3:11: traffic.clinets: unknown key (did you mean 'clients'?); "
-        "known: clients, rate, keys, mix, value_size, watchers, compactions",
+        "known: clients, rate, keys, mix, value_size, watchers, compactions, client",
         "sediment: c.yaml:3:12: backends[0]: must be one of sim, ray, got 'sin' "
         "(did you mean 'sim'?)",
         "sediment: d.yaml: name: 'b' is also the name in b.yaml",

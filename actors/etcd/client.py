@@ -54,6 +54,20 @@ pbg: Any = _rpc_pb2_grpc
 DEFAULT_TIMEOUT = 10.0
 Bytes = bytes | str
 WATCH_BUFFER = 1024  # responses a watch holds for a reader that is behind
+# calls that change nothing, so any UNAVAILABLE may be retried at another endpoint
+READ_ONLY = frozenset({"Range", "LeaseTimeToLive", "LeaseLeases", "Status", "MemberList"})
+# what an UNAVAILABLE says when the request never reached a server's handler
+NEVER_SENT = ("failed to connect", "connection refused", "dns resolution failed",
+              "name resolution", "etcdserver: no leader")
+
+
+def never_sent(details: str) -> bool:
+    """True when an UNAVAILABLE status means nothing was done: the connection never
+    opened, or the server had no leader to propose to. "request timed out" and a
+    connection lost mid-call are not (the write may still commit): etcd's Go client
+    retries a write only when it was never sent."""
+    lowered = details.lower()
+    return any(mark in lowered for mark in NEVER_SENT)
 
 
 def _b(value: Bytes) -> bytes:
@@ -112,12 +126,14 @@ class Client:
         self._cluster = pbg.ClusterStub(self._channel)
 
     def _call(self, service: str, method: str, request: Any) -> Any:
-        """One unary call; an unavailable endpoint makes it try the others once each."""
+        """One unary call; an unavailable endpoint makes it try the others once each
+        (a write only when it was never sent: `never_sent`)."""
         for attempt in range(len(self.endpoints)):
             try:
                 return getattr(getattr(self, service), method)(request, timeout=self.timeout)
             except grpc.RpcError as err:
-                unavailable = err.code() == grpc.StatusCode.UNAVAILABLE
+                unavailable = err.code() == grpc.StatusCode.UNAVAILABLE and (
+                    method in READ_ONLY or never_sent(err.details() or ""))
                 if not unavailable or attempt == len(self.endpoints) - 1:
                     raise error_of(err) from None
                 self._open((self._current + 1) % len(self.endpoints))

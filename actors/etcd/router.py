@@ -8,6 +8,13 @@ router who leads (the local member's leadership notices); a "not leader" answer 
 hint moves it on at once. Every request is bounded by its deadline: without a leader
 the client gets etcd's "no leader", a proposal whose outcome is unknown etcd's "request
 timed out" (it may still commit, as in etcd).
+
+A proposal is never sent twice: once a call carrying it may have reached a member (it
+timed out, or the member exited while it was pending) the answer is "request timed
+out" at once. Trying the next leader instead applied one Put twice when the leader died
+with the proposal in its log and the new leader committed it (found by the headline
+scenario with its traffic over gRPC). Only a member that did not exist (NoProc) or a
+"not leader" answer lets the proposal go elsewhere; reads are retried freely.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.log.shell.names import raft_name
-from sediment.runtime.errors import CallError
+from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
@@ -71,7 +78,6 @@ class Router:
         deadline = ctx.now() + timeout
         hint: str | None = None
         hints = 0
-        sent = False  # a proposal went out whose fate is unknown
         while True:
             target = hint or self.leader
             hint = None
@@ -83,8 +89,9 @@ class Router:
                 try:
                     reply = await ctx.call(pid, request, timeout=min(HOP_TIMEOUT, left))
                 except CallError as err:
-                    sent = sent or "timed out" in str(err)
                     self._pids.pop(target or "", None)
+                    if request[0] == "propose" and not isinstance(err, NoProc):
+                        raise EtcdStatus(lost, f"{err}"[:200]) from None  # may be in the log
                     reply = ("down",)
                 if reply[0] == "ok":
                     if target != self.leader:
@@ -97,8 +104,6 @@ class Router:
                     raise EtcdStatus("ErrTimeout", f"{reply!r}"[:200])
             hints = 0
             await ctx.sleep(min(RETRY_PAUSE, max(deadline - ctx.now(), 0)))
-        if sent and request[0] == "propose":
-            raise EtcdStatus(lost)
         raise EtcdStatus("ErrNoLeader" if self.leader is None else lost)
 
 
