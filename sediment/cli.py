@@ -2,7 +2,8 @@
 
 Subcommands: ``demo`` (`sediment/demo.py`), ``run`` (scenario files or directories,
 `sediment/sweep.py`), ``start`` and ``status`` (a local cluster,
-`sediment/local_cluster.py`), ``version``. Every option's help shows its default.
+`sediment/local_cluster.py`), ``branches`` (repositories, branches and commits,
+`sediment/branches_cli.py`), ``version``. Every option's help shows its default.
 
 Logging: ``--log-level`` is what the console shows (default warning: a passing run
 prints its table and report path and nothing else); a run's own log file in its report
@@ -123,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the --data-dir the cluster was started with")
     status.add_argument("--json", action="store_true", help="print the state file as JSON")
 
+    from sediment import branches_cli
+
+    branches_cli.add_parser(sub, lambda p: _log_options(p, argparse.SUPPRESS))
+
     version_parser = _sub(sub, "version", "print the version")
     version_parser.add_argument("--all", action="store_true",
                                 help="also print Python's and the dependencies' versions")
@@ -224,6 +229,10 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.backend == "sim" and argv is None:  # the program itself, not a caller
             _pin_hash_seed(sys.argv[1:])
         return sweep.cmd_run(args)
+    if args.command == "branches":
+        from sediment import branches_cli
+
+        return branches_cli.cmd_branches(args)
     if args.command in ("start", "status"):
         from sediment import local_cluster
 
