@@ -1,12 +1,14 @@
 """The branch tier in a scenario run (`cluster.branches`, `schema_branches.py`): its
 services, its repository, its clients and what the `branch_reads` check judges.
 
-- `start`: a history collector on the runner's node; the sensor, the compactor and
-  the garbage collector beside the KV leader (`start_branch_services`, their top
-  supervisor on the runner's node so no fault takes the followers down); with
-  `sensors: 2` a second sensor and compactor pair under its own supervisor on the
-  first KV node, whose compactor takes the second sensor's triggers; the repository
-  and its branches, created through the KV's log with their events recorded.
+- `services`: before the cluster starts, a history collector on the runner's node and
+  the services' configuration, which `Cluster.start(..., branches=...)` runs beside
+  the KV leader (a follower under every KV node's supervisor runs the sensor, the
+  compactor and the garbage collector while its member leads);
+- `start`: once the cluster runs, with `sensors: 2` a second sensor and compactor
+  pair under its own supervisor on the first KV node, whose compactor takes the
+  second sensor's triggers; the repository and its branches, created through the KV's
+  log with their events recorded.
 - `branch_client`: one client process (after the runner's Go, until the run's end):
   puts and deletes staged on a branch (deletes reported to every sensor, as a writer
   does, fire and forget), gets, list pages and diffs, commits, resets, and calls to a
@@ -39,7 +41,7 @@ from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.branches.shell.recorder import ProcessRecorder, collector
 from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_process
-from sediment.actors.branches.shell.service import FLAGS, start_branch_services
+from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
 from sediment.actors.branches.tier import Tier, TierConfig
 from sediment.actors.kv.errors import KvError
 from sediment.runtime.errors import CallError
@@ -71,15 +73,21 @@ def branch_names(spec: BranchesSpec) -> tuple[str, ...]:
     return ("main", *(f"b{i}" for i in range(1, spec.branches)))
 
 
-def start(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: int,
-          client_node: str) -> Started:
-    """The services, the second pair if asked, the repository and its branches."""
+def services(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: int,
+             client_node: str) -> tuple[Pid, ServicesConfig]:
+    """The history collector, and the services for `Cluster.start(..., branches=)`."""
     coll = rt.spawn(collector, node=client_node, label="branch-history")
     config = TierConfig(compaction_interval=spec.compaction_interval)
     compactor = CompactorConfig(nodes, root, config, RULE, poll_interval=spec.poll_interval,
                                 recorder=coll, seed=seed)
-    start_branch_services(rt, SensorConfig(threshold=spec.threshold), compactor,
-                          node=client_node)
+    return coll, ServicesConfig(SensorConfig(threshold=spec.threshold), compactor)
+
+
+def start(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: int,
+          client_node: str, coll: Pid) -> Started:
+    """The second pair if asked, the repository and its branches (the services run
+    with the cluster, `services`)."""
+    config = TierConfig(compaction_interval=spec.compaction_interval)
     sensors, compactors = [SENSOR_NAME], [COMPACTOR_NAME]
     if spec.sensors == 2:
         second = CompactorConfig(nodes, root, config, RULE, poll_interval=spec.poll_interval,
@@ -267,4 +275,4 @@ def client_names(spec: BranchesSpec) -> Sequence[str]:
 
 
 __all__ = ["REPO", "ClientConfig", "Started", "branch_client", "branch_names",
-           "client_name", "client_names", "collect", "start"]
+           "client_name", "client_names", "collect", "services", "start"]

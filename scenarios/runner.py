@@ -244,6 +244,10 @@ class _Run:
         blocks = self.s.cluster.blocks
         if blocks is not None:
             settings["blocks"] = tier.block_tier(blocks, self.s.cluster.settings)
+        bspec = self.s.cluster.branches
+        if bspec is not None:
+            history, settings["branches"] = branch_tier.services(
+                self.rt, bspec, self.nodes, str(self.path / "blocks"), self.seed, CLIENT_NODE)
         self.cluster = Cluster.start(self.nodes, data_dir=str(self.path / "kv"),
                                      runtime=self.rt, top_node=CLIENT_NODE,
                                      **{**settings, **self.options})
@@ -261,10 +265,10 @@ class _Run:
         if self.s.faults:  # it also finds the leader a fault's target means
             self.waiter = self.rt.spawn(trigger_waiter.trigger_waiter, node=CLIENT_NODE,
                                         label="scenario-trigger-waiter")
-        if self.s.cluster.branches is not None:
-            self.branches = branch_tier.start(self.rt, self.s.cluster.branches, self.nodes,
+        if bspec is not None:
+            self.branches = branch_tier.start(self.rt, bspec, self.nodes,
                                               str(self.path / "blocks"), self.seed,
-                                              CLIENT_NODE)
+                                              CLIENT_NODE, history)
         if blocks is not None:
             self.tier_monitor = self.rt.spawn(
                 tier.tier_monitor, tier.MonitorConfig(self.nodes, t.sample_interval * 5),

@@ -268,8 +268,9 @@ def test_under_the_node_supervisors_a_whole_node_killed_takes_only_its_follower(
         tmp_path: Path) -> None:
     """`Cluster.start(..., branches=...)`: each node's follower is its node supervisor's
     child. The leader's whole node is killed (with `start_branch_services` the first
-    node held the followers' top supervisor): the pair starts beside the new leader, the killed node's
-    restart brings its follower back, and a sensor-triggered compaction still runs."""
+    node held the followers' top supervisor): the pair starts beside the new leader,
+    the killed node's restart brings its follower back, and a sensor-triggered
+    compaction still runs."""
     from sediment.actors.branches.shell.service import ServicesConfig, follower_name
 
     rt = api.start("sim", seed=29, nodes=("client", "n1", "n2", "n3"))

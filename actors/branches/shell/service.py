@@ -157,6 +157,6 @@ def where_services_run(rt: Any, nodes: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["TOP_NAME", "ServicesConfig", "branches_child", "branches_node", "follower_name", "services",
-           "services_name", "service_children", "start_branch_services",
+__all__ = ["TOP_NAME", "ServicesConfig", "branches_child", "branches_node", "follower_name",
+           "services", "services_name", "service_children", "start_branch_services",
            "where_services_run"]
