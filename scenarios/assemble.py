@@ -214,11 +214,14 @@ def _replayable(entries: dict[int, Any]) -> list[tuple[int, Any]]:
 
 
 def _replayed(entries: dict[int, Any]) -> dict[int, Any]:
-    """What the model answers at each index of the log (answered in index order)."""
-    model = KvModel()
+    """What the model answers at each index of the log (answered in index order). The
+    model keeps the history the log's own reads ask for (a tier's reads pinned at a
+    past revision: `KvModel()` would keep only each key's latest version)."""
+    replayable = _replayable(entries)
+    model = KvModel.for_requests(c for _, c in replayable if not isinstance(c, UnknownWrite))
     state = model.initial()
     out = {}
-    for index, command in _replayable(entries):
+    for index, command in replayable:
         state, out[index] = model.apply(state, command, index)
     return out
 

@@ -117,3 +117,16 @@ def test_a_step3_without_its_check_is_caught_end_to_end(tmp_path: Path) -> None:
     checks = {c.name: c for c in result.checks}
     assert result.verdict == "fail"
     assert checks["branch_reads"].status == "violation", checks["branch_reads"]
+
+
+def test_the_log_replay_answers_reads_at_a_past_revision() -> None:
+    """The branch tier's reads pinned at a past revision are entries of the log that no
+    KV client claims: the replay answers them, so it must keep old versions (it kept
+    only the latest, and a read at 2 of a key overwritten at 4 came back empty)."""
+    from sediment.actors.kv.types import Put, Range, Txn
+    from sediment.scenarios.assemble import _replayed
+
+    entries = {1: Put(b"p", b"old"), 2: Put(b"q", b"x"), 3: Put(b"p", b"new"),
+               4: Txn((), (Range(b"p", revision=2),), ())}
+    answer = _replayed(entries)[4]
+    assert [kv.value for kv in answer.responses[0].kvs] == [b"old"]
