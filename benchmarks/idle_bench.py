@@ -11,7 +11,7 @@ read from /proc) over `--seconds`, after `--settle` seconds of quiet.
              file CI runs on Ray), started by `Cluster.start` as the runner starts it,
              without traffic and without the runner's own observers.
 Per process kind it prints the CPU share and the signals received per second
-(`ProcessActor.info`), so a change to heartbeats, polling or lookups shows up here.
+(`HostActor.info`), so a change to heartbeats, polling or lookups shows up here.
 
 Usage: python benchmarks/idle_bench.py [--scenario PATH] [--settle 20] [--seconds 20]
        [--json PATH]
@@ -97,7 +97,7 @@ def infos(rt: Any) -> dict[int, dict[str, Any]]:
     out = {}
     for pid in rt.processes():
         try:
-            got = ray.get(pid.handle.info.remote(), timeout=10)
+            got = ray.get(rt.transport.handle(pid).info.remote(), timeout=10)
         except Exception:  # noqa: BLE001 - a process that ended meanwhile
             continue
         out[got["os_pid"]] = got

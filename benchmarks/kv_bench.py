@@ -1,26 +1,28 @@
-"""KV benchmark: the Netsy KV through a 3-node cluster on Ray against raw SQLite.
+"""KV benchmark: the Netsy KV as a 3-node Sediment cluster on Ray beside a real etcd 3.4,
+and its SQLite layer beside raw SQLite, in one run.
 
-Rows, in one run (all on the same disk, the KV's data dir and the raw files side by side):
-  puts/s            Put through the raft leader, fsynced in the WALs of a majority,
-                    committed, applied to SQLite, answered to the client; 1 client and 16
-                    concurrent clients (client processes on the leader's node, each waiting
-                    for its answer) vs raw SQLite: the same rows inserted one transaction
-                    per row (WAL mode, synchronous=FULL: durable per row, as a put is).
-  store puts/s      the same puts straight into one `Store` (no raft, no Ray), FULL and
-                    NORMAL (the raft-hosted machine runs NORMAL: the raft WAL is its
-                    durability), each against the raw loop with the same setting.
-  range/s           a one-key Range: linearizable (through the log) and serializable (one
-                    member's applied state), 1 and 16 clients.
-  watch latency     a writer on the leader puts one key at a time; a watch on another
-                    node pulls; per event: time from the put's invocation, and from its
-                    acknowledgement, to the event in the watching client's hands (p50/p99).
+Both clusters are driven by the same etcd v3 gRPC client code (benchmarks/etcd_load.py,
+one thread and channel per client, 100-byte values); Sediment serves etcd's API on
+every node (`Cluster.start(etcd=EtcdWire())`), so a ratio compares the servers.
+  puts/s            1 and 16 clients against the leader's endpoint; each put fsynced in
+                    the WALs of a majority, committed, applied, answered.
+  range/s           a one-key Range, linearizable (ReadIndex at the leader) and
+                    serializable (the member's own state), 1 and 16 clients.
+  watch latency     a watch on a follower's endpoint while one writer puts one key at a
+                    time on the leader's: per event, time from the put's invocation and
+                    from its acknowledgement to the event in the watcher's hands.
+  start, RSS        seconds from `Cluster.start` to a ready leader (after ray.init), and
+                    the resident memory of every Ray process / every etcd member.
+  store puts/s      puts straight into one `Store` (no raft, no Ray) vs raw SQLite, one
+                    transaction per row, synchronous FULL and NORMAL.
   compaction rows/s value-only compaction of the superseded rows of a loaded history on
-                    every node, from the Compact entry's commit until every member has
-                    finished, vs raw SQLite inserting the same number of rows in one
-                    transaction (the issue's baseline) and vs a raw UPDATE nulling them.
+                    every node, from the Compact's commit until every member finished, vs
+                    raw SQLite inserting the same rows in one transaction and nulling them.
+The etcd side needs Debian's `etcd-server` (apt-get install etcd-server etcd-client);
+without it that column is skipped with a message.
 
 Usage: python benchmarks/kv_bench.py [--puts 1000] [--watch-events 200]
-       [--history 20000] [--keys 2000] [--dir DIR] [--json PATH]
+       [--history 20000] [--keys 2000] [--dir DIR] [--json PATH] [--no-etcd]
 """
 
 from __future__ import annotations
@@ -37,12 +39,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("SEDIMENT_LOG_LEVEL", "error")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+import etcd_load  # noqa: E402  (benchmarks/, beside this file)
+import grpc  # noqa: E402
+
 from sediment.actors.kv.machine import DB_FILE  # noqa: E402
 from sediment.actors.kv.store import Store  # noqa: E402
-from sediment.actors.kv.types import Put, Range, Txn  # noqa: E402
+from sediment.actors.kv.types import Put, Txn  # noqa: E402
 
 VALUE = b"v" * 100
 RAW_SCHEMA = ("CREATE TABLE records (revision INTEGER PRIMARY KEY, key BLOB, value BLOB, "
@@ -113,89 +119,6 @@ def store_puts(base: str, n: int, keys: int, synchronous: str) -> float:
 # -- processes driving the cluster (run inside the runtime, on the leader's node) ---------
 
 
-async def _client(ctx: Any, target: str, kind: str, n: int, keys: int, offset: int,
-                  report_to: Any) -> None:
-    server = await ctx.whereis(target)
-    ctx.send(report_to, "ready")
-    await ctx.receive(lambda m: m == "go")
-    for i in range(n):
-        key = _key(offset + i, keys)
-        if kind == "put":
-            msg: Any = ("propose", Put(key, VALUE))
-        elif kind == "range":
-            msg = ("propose", Range(key))
-        else:
-            msg = ("query", Range(key))
-        reply = await ctx.call(server, msg, timeout=60)
-        if kind != "query" and reply[0] != "ok":  # a query answers its result itself
-            raise RuntimeError(f"{kind} failed: {reply!r}")
-    ctx.send(report_to, "done")
-
-
-async def _drive(ctx: Any, target: str, kind: str, n: int, k: int, keys: int,
-                 node: str) -> tuple[int, float]:
-    """Start k clients, wait until all are up, then time n requests shared among them."""
-    pids = [await ctx.spawn(_client, target, kind, n // k, keys, j * (n // k), ctx.self(),
-                            node=node, link=True) for j in range(k)]
-    for _ in pids:
-        await ctx.receive(lambda m: m == "ready", timeout=600)
-    t0 = time.perf_counter()
-    for pid in pids:
-        ctx.send(pid, "go")
-    for _ in pids:
-        await ctx.receive(lambda m: m == "done", timeout=600)
-    return (n // k) * k, time.perf_counter() - t0
-
-
-async def _writer(ctx: Any, target: str, n: int, report_to: Any) -> None:
-    """One put at a time; tells report_to each revision's invoke and ack times."""
-    server = await ctx.whereis(target)
-    await ctx.receive(lambda m: m == "go")
-    for i in range(n):
-        invoked = time.time()
-        reply = await ctx.call(server, ("propose", Put(b"watched", b"%d" % i)), timeout=60)
-        ctx.send(report_to, ("acked", reply[1], invoked, time.time()))
-        await ctx.sleep(0.005)
-    ctx.send(report_to, "written")
-
-
-async def _watch_latency(ctx: Any, leader: str, watch_node: str, n: int) -> dict[str, Any]:
-    """A watch on watch_node, pulled by this process, while a writer on the leader puts."""
-    from sediment.actors.kv import watch_protocol as wp
-    from sediment.actors.kv.names import KV_GROUP, kv_node_name
-    from sediment.actors.log.shell.names import raft_name
-    from sediment.runtime.errors import ReceiveTimeout
-
-    session = await ctx.call(kv_node_name(watch_node), ("open_watcher",), timeout=30)
-    created = await ctx.call(session, ("create", wp.CreateWatch(b"watched")), timeout=30)
-    assert isinstance(created, wp.Created), created
-    writer = await ctx.spawn(_writer, raft_name(KV_GROUP, leader), n, ctx.self(), node=leader)
-    ctx.send(writer, "go")
-    received: dict[int, float] = {}
-    acked: dict[int, tuple[float, float]] = {}
-    written = False
-    while len(received) < n or not written:
-        reply = await ctx.call(session, ("next", 0.5), timeout=30)
-        now = time.time()
-        for r in reply[1] if reply[0] != "closed" else reply[2]:
-            if isinstance(r, wp.Deliver):
-                for e in r.events:
-                    received.setdefault(e.kv.mod_revision, now)
-        while True:
-            try:
-                m = await ctx.receive(None, timeout=0)
-            except ReceiveTimeout:
-                break
-            if m == "written":
-                written = True
-            elif isinstance(m, tuple) and m[0] == "acked":
-                acked[m[1]] = (m[2], m[3])
-    await ctx.call(session, ("close",), timeout=30)
-    from_invoke = sorted(received[r] - acked[r][0] for r in acked)
-    from_ack = sorted(received[r] - acked[r][1] for r in acked)
-    return {"events": len(acked), "from_invoke": from_invoke, "from_ack": from_ack}
-
-
 async def _history_loader(ctx: Any, target: str, rows: int, keys: int, per_txn: int) -> int:
     """Load `rows` puts over `keys` keys as txns of `per_txn` distinct-key puts."""
     server = await ctx.whereis(target)
@@ -212,47 +135,71 @@ async def _history_loader(ctx: Any, target: str, rows: int, keys: int, per_txn: 
 # -- the cluster part ---------------------------------------------------------------------
 
 
-def percentile(sorted_values: list[float], p: float) -> float:
-    k = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
-    return sorted_values[k]
+def ray_rss() -> int:
+    """Bytes resident in every Ray process on this machine (workers and daemons)."""
+    import psutil
+
+    total = 0
+    for proc in psutil.process_iter(["cmdline", "memory_info"]):
+        cmd = " ".join(proc.info["cmdline"] or ())
+        if proc.pid != os.getpid() and ("ray::" in cmd or "/ray/" in cmd or "raylet" in cmd
+                                        or "gcs_server" in cmd):
+            total += proc.info["memory_info"].rss
+    return total
 
 
 def cluster_rows(base: str, puts: int, keys: int, watch_events: int, history: int,
                  ) -> dict[str, Any]:
+    import ray
+
+    from sediment.actors.etcd.server import EtcdWire
     from sediment.actors.kv.cluster import Cluster
     from sediment.actors.kv.names import KV_GROUP
     from sediment.actors.kv.types import Compact
     from sediment.actors.log.shell.names import raft_name
 
-    out: dict[str, Any] = {}
+    ray.init(include_dashboard=False, log_to_driver=False)
     t0 = time.perf_counter()
     cluster = Cluster.start(3, data_dir=os.path.join(base, "kv"), backend="ray",
-                            compaction_interval=3600.0)
-    out["start_seconds"] = time.perf_counter() - t0
+                            compaction_interval=3600.0, etcd=EtcdWire())
+    leader = cluster.wait_ready()
+    out: dict[str, Any] = {"start_seconds": time.perf_counter() - t0}
     try:
-        rt = cluster.rt
-        leader = cluster.wait_ready()
+        urls = {n: u.removeprefix("http://") for n, u in cluster.endpoints().items()}
         follower = next(n for n in cluster.nodes if n != leader)
-        target = raft_name(KV_GROUP, leader)
-        for kind in ("put", "range", "query"):
-            for k in (1, 16):
-                n = puts if kind == "put" else puts * 2
-                done, seconds = rt.run(_drive, target, kind, n, k, keys, leader, node=leader,
-                                       timeout=1200)
-                out[f"{kind}/{k}"] = done / seconds
-        lat = rt.run(_watch_latency, leader, follower, watch_events, node=follower,
-                     timeout=1200)
-        out["watch"] = {
-            "events": lat["events"],
-            "invoke_p50_ms": 1e3 * percentile(lat["from_invoke"], 50),
-            "invoke_p99_ms": 1e3 * percentile(lat["from_invoke"], 99),
-            "ack_p50_ms": 1e3 * percentile(lat["from_ack"], 50),
-            "ack_p99_ms": 1e3 * percentile(lat["from_ack"], 99),
-        }
-        rt.run(_history_loader, target, history, keys, 100, node=leader, timeout=1200)
+        out.update(etcd_load.rows(urls[leader], urls[follower], puts, keys, watch_events))
+        out["rss_bytes"] = ray_rss()
+        rt = cluster.rt
+        rt.run(_history_loader, raft_name(KV_GROUP, leader), history, keys, 100,
+               node=leader, timeout=1200)
         out["compaction"] = _timed_compaction(cluster, Compact)
     finally:
         cluster.stop()
+        ray.shutdown()
+    return out
+
+
+def etcd_rows(members: int, puts: int, keys: int, watch_events: int) -> dict[str, Any]:
+    """The same rows against a real etcd of `members` members on loopback."""
+    import psutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from etcd_helpers import RealEtcd
+
+    from sediment.actors.etcd.pb import rpc_pb2 as pb
+    from sediment.actors.etcd.pb import rpc_pb2_grpc as pbg
+
+    with RealEtcd(members=members) as etcd:
+        leader = follower = etcd.endpoints[0]
+        for endpoint in etcd.endpoints:
+            with grpc.insecure_channel(endpoint) as channel:
+                status = pbg.MaintenanceStub(channel).Status(pb.StatusRequest(), timeout=10)
+            if status.leader == status.header.member_id:
+                leader = endpoint
+            else:
+                follower = endpoint
+        out = etcd_load.rows(leader, follower, puts, keys, watch_events)
+        out["rss_bytes"] = sum(psutil.Process(p.pid).memory_info().rss for p in etcd._procs)
     return out
 
 
@@ -296,6 +243,44 @@ def _compacted_rows(path: str) -> int:
 # -- main ---------------------------------------------------------------------------------
 
 
+TARGETS = {"put/16": 0.5, "put/1": 0.25, "linearizable/16": 0.5}  # issue 15: x etcd 3
+
+
+def print_table(kv: dict[str, Any], etcd: dict[int, dict[str, Any]]) -> None:
+    e3, e1 = etcd.get(3), etcd.get(1)
+
+    def cell(side: dict[str, Any] | None, row: str) -> str:
+        return f"{side[row]:,.0f}" if side else "-"
+
+    print("| row | Sediment, 3 nodes on Ray | etcd 3.4, 3 members | ratio | target "
+          "| etcd 3.4, 1 member |")
+    print("|---|---:|---:|---:|---:|---:|")
+    names = {"put": "puts/s", "linearizable": "linearizable range/s",
+             "serializable": "serializable range/s"}
+    for kind, label in names.items():
+        for k in (1, 16):
+            row = f"{kind}/{k}"
+            ratio = f"{kv[row] / e3[row]:.2f}x" if e3 else "-"
+            target = f">= {TARGETS[row]}x" if row in TARGETS else ""
+            print(f"| {label}, {k} client{'s' if k > 1 else ''} | {cell(kv, row)} | "
+                  f"{cell(e3, row)} | {ratio} | {target} | {cell(e1, row)} |")
+    for frm in ("invoke", "ack"):
+        def lat(side: dict[str, Any] | None, frm: str = frm) -> str:
+            if not side:
+                return "-"
+            w = side["watch"]
+            return f"{w[f'{frm}_p50_ms']:.1f} / {w[f'{frm}_p99_ms']:.1f} ms"
+        target = "p99 <= 20 ms" if frm == "invoke" else ""
+        print(f"| watch delivery from put {frm}, p50 / p99 | {lat(kv)} | {lat(e3)} | | "
+              f"{target} | {lat(e1)} |")
+    mib = 1 << 20
+    print(f"| resident memory, whole cluster | {kv['rss_bytes'] / mib:,.0f} MiB | "
+          + (f"{e3['rss_bytes'] / mib:,.0f} MiB" if e3 else "-") + " | | | "
+          + (f"{e1['rss_bytes'] / mib:,.0f} MiB" if e1 else "-") + " |")
+    print(f"| cluster start to a ready leader (after ray.init) | {kv['start_seconds']:.1f} s "
+          "| | | < 10 s | |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--puts", type=int, default=1000, help="puts per put row")
@@ -303,11 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--watch-events", type=int, default=200)
     ap.add_argument("--history", type=int, default=20_000,
                     help="rows loaded before the compaction row")
+    ap.add_argument("--no-etcd", action="store_true", help="skip the real etcd side")
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
     base = tempfile.mkdtemp(prefix="kv-bench-", dir=args.dir)
     t0 = time.perf_counter()
+    etcd: dict[int, dict[str, Any]] = {}
     try:
         raw = {sync: raw_insert_per_row(base, args.puts * 2, args.keys, sync)
                for sync in ("FULL", "NORMAL")}
@@ -315,32 +302,26 @@ def main(argv: list[str] | None = None) -> int:
                  for sync in ("FULL", "NORMAL")}
         batch = raw_batch(base, args.history, args.keys)
         kv = cluster_rows(base, args.puts, args.keys, args.watch_events, args.history)
+        if args.no_etcd:
+            print("etcd side skipped (--no-etcd)\n")
+        elif shutil.which("etcd") is None:
+            print("etcd side skipped: no `etcd` binary (apt-get install etcd-server "
+                  "etcd-client)\n")
+        else:
+            for members in (3, 1):
+                etcd[members] = etcd_rows(members, args.puts, args.keys, args.watch_events)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     elapsed = time.perf_counter() - t0
     comp = kv["compaction"]
-    w = kv["watch"]
-    print(f"# KV benchmark ({elapsed:.0f} s; 3-node cluster on local Ray started in "
-          f"{kv['start_seconds']:.0f} s)\n")
-    print("| row | Sediment | raw SQLite | ratio |")
+    print(f"# KV benchmark ({elapsed:.0f} s; one run, same client code on both sides)\n")
+    print_table(kv, etcd)
+    print("\n| row | Sediment | raw SQLite | ratio |")
     print("|---|---|---|---|")
-    full = raw["FULL"]
-    for k in (1, 16):
-        print(f"| puts/s, {k} client(s), 3-node Ray (each put fsynced on a majority) | "
-              f"{kv[f'put/{k}']:,.0f} | {full:,.0f} rows/s (insert + commit per row, "
-              f"synchronous=FULL) | {kv[f'put/{k}'] / full:.3f}x |")
     for sync in ("FULL", "NORMAL"):
         print(f"| puts/s into one Store, synchronous={sync} (no raft, no Ray) | "
               f"{store[sync]:,.0f} | {raw[sync]:,.0f} rows/s (same synchronous) | "
               f"{store[sync] / raw[sync]:.2f}x |")
-    for k in (1, 16):
-        print(f"| range/s linearizable, {k} client(s) | {kv[f'range/{k}']:,.0f} | | |")
-    for k in (1, 16):
-        print(f"| range/s serializable, {k} client(s) | {kv[f'query/{k}']:,.0f} | | |")
-    print(f"| watch delivery, from put invoke (p50 / p99) | {w['invoke_p50_ms']:.1f} / "
-          f"{w['invoke_p99_ms']:.1f} ms | | |")
-    print(f"| watch delivery, after put ack (p50 / p99) | {w['ack_p50_ms']:.1f} / "
-          f"{w['ack_p99_ms']:.1f} ms | | |")
     print(f"| compaction rows/s ({comp['rows']:,} superseded rows, slowest of 3 nodes) | "
           f"{comp['rows_per_s']:,.0f} | {batch['insert_rows_per_s']:,.0f} rows/s inserted in "
           f"one txn | {comp['rows_per_s'] / batch['insert_rows_per_s']:.3f}x |")
@@ -350,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"raw_rows_per_s": raw, "store_puts_per_s": store, "raw_batch": batch,
-             "cluster": kv, "elapsed_s": elapsed}, indent=2, default=str))
+             "cluster": kv, "etcd": etcd, "elapsed_s": elapsed}, indent=2, default=str))
     return 0
 
 

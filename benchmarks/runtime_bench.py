@@ -6,6 +6,11 @@ Patterns (every sender and receiver is an async Ray actor on both sides):
               which per-sender FIFO answers after the N messages)
   1:1 sync    N sequential round trips (raw: `await actor.m.remote()`; ours: `ctx.call`)
   n:n async   k senders x k receivers, round-robin, all at once
+  co-hosted   the 1:1 patterns between two processes in one host actor (a BEAM node's
+              processes: an in-memory queue operation) against a raw Ray actor call
+              (target: >= 20x)
+  host crash  ray.kill of one host holding H processes, each monitored from another
+              host: time until every monitor got its `killed` DOWN
 plus restart latency on Ray (ray.kill of a supervised child until its replacement answers
 a call) and simulation throughput (messages per second of the sim backend).
 
@@ -86,6 +91,20 @@ async def call_proc(ctx: Process, sink: Pid, n: int) -> float:
     return time.perf_counter() - t0
 
 
+async def watcher_proc(ctx: Process, victims: list[Pid]) -> None:
+    """Monitors every victim and answers "ready"; on "wait", answers the wall-clock time
+    at which the last of their DOWNs (all `killed`) arrived."""
+    from sediment.runtime.messages import Down
+
+    first = await ctx.receive(lambda m: isinstance(m, Call))
+    for v in victims:
+        ctx.monitor(v)
+    ctx.reply(first.from_, "ready")
+    wait = await ctx.receive(lambda m: isinstance(m, Call))
+    reasons = [(await ctx.receive(lambda m: isinstance(m, Down))).reason for _ in victims]
+    ctx.reply(wait.from_, (time.time(), sorted({str(r) for r in reasons})))
+
+
 async def started(ctx: Process, *args: Any) -> str:
     return "ready"
 
@@ -125,6 +144,36 @@ def our_rates(rt: Any, n: int, k: int) -> dict[str, float]:
     for pid in sinks + clients:
         rt.kill(pid)
     return {"1:1 async": n / one, "1:1 sync": n / sync, "n:n async": k * n / many}
+
+
+COHOST = "bench-cohost"
+
+
+def cohosted_rates(rt: Any, n: int) -> dict[str, float]:
+    """1:1 async and sync between two processes sharing one host actor."""
+    sink = rt.spawn(sink_proc, node=rt.nodes[0], host=COHOST)
+    client = rt.spawn(bench_client, node=rt.nodes[0], host=COHOST)
+    rt.call(client, ("calls", [sink], 10), timeout=60)
+    one = rt.call(client, ("fire", [sink], n), timeout=600)
+    sync = rt.call(client, ("calls", [sink], n), timeout=600)
+    for pid in (sink, client):
+        rt.kill(pid)
+    return {"co-hosted 1:1 async": n / one, "co-hosted 1:1 sync": n / sync}
+
+
+def host_crash(rt: Any, processes: int) -> float:
+    """Seconds from ray.kill of a host with `processes` processes until a watcher on
+    another host holds every one's DOWN (killed)."""
+    victims = [rt.spawn(sink_proc, node=rt.nodes[0], host="bench-victims")
+               for _ in range(processes)]
+    watcher = rt.spawn(watcher_proc, victims, node=rt.nodes[1])
+    rt.call(watcher, "watch", timeout=120)
+    t0 = time.time()
+    rt.kill_host(rt.nodes[0], "bench-victims")
+    done, reasons = rt.call(watcher, "wait", timeout=120)
+    if reasons != ["killed"]:
+        raise RuntimeError(f"unexpected DOWN reasons: {reasons}")
+    return float(done - t0)
 
 
 async def bench_client(ctx: Process) -> None:
@@ -236,6 +285,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--sim-n", type=int, default=200_000)
+    parser.add_argument("--crash-processes", type=int, default=100,
+                        help="processes in the host the crash row kills")
     parser.add_argument("--markdown", action="store_true", help="print a README table")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
@@ -253,6 +304,8 @@ def main() -> None:
         our_runs.append(our_rates(rt, args.n, args.k))
         print(f"  round {i + 1}: raw {raw_runs[-1]}\n           ours {our_runs[-1]}", flush=True)
     raw, ours = median_of(raw_runs), median_of(our_runs)
+    cohosted = median_of([cohosted_rates(rt, args.n) for _ in range(args.repeat)])
+    crash = sorted(host_crash(rt, args.crash_processes) for _ in range(args.repeat))
     rt.shutdown()
     rt = api.start("ray", nodes=("n1", "n2"), warm_pool=1)
     time.sleep(3)  # let the warm pool fill
@@ -265,7 +318,8 @@ def main() -> None:
     rows = [(k, raw[k], ours[k], ours[k] / raw[k], ">= 0.8x") for k in raw]
     restart_stats = {label: {"p50": statistics.median(lat), "p95": lat[int(0.95 * (len(lat) - 1))],
                              "max": lat[-1], "n": len(lat)} for label, lat in restarts.items()}
-    results = {"throughput": rows, "restart_s": restart_stats, "sim": sim,
+    results = {"throughput": rows, "cohosted": cohosted, "host_crash_s": crash,
+               "restart_s": restart_stats, "sim": sim,
                "rounds": {"raw": raw_runs, "ours": our_runs}}
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
@@ -274,6 +328,14 @@ def main() -> None:
     for name, r, o, ratio, target in rows:
         ok = "ok" if ratio >= 0.8 else "MISSED"
         print(f"| {name} | {r:,.0f} | {o:,.0f} | {ratio:.2f}x | {target} {ok} |")
+    raw_call = raw["1:1 sync"]
+    for name, rate in cohosted.items():
+        ok = "ok" if rate >= 20 * raw_call else "MISSED"
+        print(f"| {name} (vs raw Ray 1:1 sync) | {raw_call:,.0f} | {rate:,.0f} | "
+              f"{rate / raw_call:.1f}x | >= 20x {ok} |")
+    print(f"| host crash: ray.kill of a host of {args.crash_processes} processes -> every "
+          f"monitor DOWN (killed), median of {len(crash)} | | "
+          f"{statistics.median(crash) * 1000:.0f} ms | | |")
     for label, st in restart_stats.items():
         ok = "ok" if st["p50"] < 1.0 else "MISSED"
         print(f"| restart on Ray, {label}: ray.kill -> replacement answers (n={st['n']}) | | "

@@ -31,6 +31,11 @@ class Pid:
     def without_handle(self) -> Pid:
         return Pid(self.node, self.id, None, self.host)
 
+    def __reduce__(self) -> tuple[Any, tuple[str, str, None, str]]:
+        """A pid travels without its actor handle (receivers find a host's actor by its
+        name, once): serializing a Ray handle costs more than the rest of a message."""
+        return Pid, (self.node, self.id, None, self.host)
+
 
 @dataclass(frozen=True, slots=True)
 class Ref:

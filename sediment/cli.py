@@ -2,8 +2,9 @@
 
 Subcommands: ``demo`` (`sediment/demo.py`), ``run`` (scenario files or directories,
 `sediment/sweep.py`), ``start`` and ``status`` (a local cluster,
-`sediment/local_cluster.py`), ``branches`` (repositories, branches and commits,
-`sediment/branches_cli.py`), ``version``. Every option's help shows its default.
+`sediment/local_cluster.py`), ``catalog status`` (`sediment/catalog_status.py`),
+``branches`` (repositories, branches and commits, `sediment/branches_cli.py`),
+``version``. Every option's help shows its default.
 
 Logging: ``--log-level`` is what the console shows (default warning: a passing run
 prints its table and report path and nothing else); a run's own log file in its report
@@ -114,10 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--etcd-host", default="127.0.0.1", metavar="ADDRESS",
                        help="the address the etcd API binds (default 127.0.0.1)")
     start.add_argument("--tls-cert", default=None, metavar="PEM",
-                       help="serve the etcd API over TLS with this certificate (and --tls-key)")
-    start.add_argument("--tls-key", default=None, metavar="PEM", help="the TLS private key")
+                       help="serve the etcd API over TLS with this certificate and --tls-key "
+                            "(default: plain HTTP/2)")
+    start.add_argument("--tls-key", default=None, metavar="PEM",
+                       help="the TLS private key (default: none)")
     start.add_argument("--client-ca", default=None, metavar="PEM",
-                       help="require client certificates signed by this CA (with TLS)")
+                       help="require client certificates signed by this CA, with TLS "
+                            "(default: none required)")
 
     status = _sub(sub, "status", "show the cluster `sediment start` runs")
     status.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
@@ -127,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
     from sediment import branches_cli
 
     branches_cli.add_parser(sub, lambda p: _log_options(p, argparse.SUPPRESS))
+    catalog = _sub(sub, "catalog", "the versioned catalog of partitioned tables")
+    catalog_sub = catalog.add_subparsers(dest="catalog_command", metavar="SUBCOMMAND")
+    cstatus = catalog_sub.add_parser(
+        "status", formatter_class=HelpFormatter,
+        help="start a tables cluster on the simulator, run a short workload that holds "
+             "one transaction open, and show the catalog's versions and what holds "
+             "compaction back",
+        description="There is no long-running tables cluster to attach to yet: this "
+                    "starts one on the simulator, runs a seeded workload and shows its "
+                    "catalog status.")
+    cstatus.add_argument("--seed", type=int_at_least(0), default=0, help="the simulator's seed")
+    cstatus.add_argument("--json", action="store_true", help="print the status as JSON")
 
     version_parser = _sub(sub, "version", "print the version")
     version_parser.add_argument("--all", action="store_true",
@@ -233,6 +249,12 @@ def _main(argv: Sequence[str] | None) -> int:
         from sediment import branches_cli
 
         return branches_cli.cmd_branches(args)
+    if args.command == "catalog":
+        if args.catalog_command != "status":
+            parser.error("catalog needs a subcommand: status")
+        from sediment import catalog_status
+
+        return catalog_status.cmd_status(args)
     if args.command in ("start", "status"):
         from sediment import local_cluster
 

@@ -16,7 +16,7 @@ from sediment.local_cluster import STATE_FILE
 
 
 def sed(capsys: pytest.CaptureFixture[str], data: Path, *args: str) -> tuple[int, str, str]:
-    code = cli.main(["branches", "--data-dir", str(data), *args])
+    code = cli.main(["--log-level", "warning", "branches", "--data-dir", str(data), *args])
     out = capsys.readouterr()
     return code, out.out, out.err
 

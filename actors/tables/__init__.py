@@ -1,6 +1,10 @@
-"""Partitioned tables over the catalog (the pure parts of seed 002's data side): hash
-partitioning and replica placement, MVCC rows with write intents, transactions through a
-commit partition, the partition raft machine's logic, the minimum active-transaction time
-partitions store for catalog compaction, index builds and rebalances. No I/O here: the
-SQLite-backed partition machine and the node processes are shells still to come
-(`docs/catalog.md`)."""
+"""Partitioned tables over the catalog (seed 002's data side).
+
+Pure cores: hash partitioning and replica placement, MVCC rows with write intents,
+transactions through a commit partition, the partition raft machine's logic, the
+minimum active-transaction time partitions store for catalog compaction, index builds
+and rebalances. Shells (sim and Ray runtime processes): the SQLite partition machine
+(`partition_machine.py`) in partition raft groups started per node
+(`partition_members.py`), the table node (`table_node.py`, `node_txs.py`,
+`node_reads.py`), the Python API (`cluster.py`) and the history recorder
+(`recorder.py`). `docs/catalog.md` says what is built and what is not."""

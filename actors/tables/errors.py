@@ -43,4 +43,32 @@ class TableDropped(TableError):
         self.table = table
 
 
-__all__ = ["InvalidRow", "TableDropped", "TableError", "TxNotActive", "WriteConflict"]
+class PartitionUnavailable(TableError):
+    """No member of a partition's raft group answered in time (the write or read may or
+    may not have applied: a write makes its transaction abort)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"partition unavailable: {what}")
+        self.what = what
+
+
+class ReadBelowLowWatermark(TableError):
+    """A read-only read at a timestamp the low watermark has passed: the versions it
+    would need may be garbage-collected."""
+
+    def __init__(self, ts: object, lwm: object) -> None:
+        super().__init__(f"read at {ts} is below the low watermark {lwm}")
+        self.ts, self.lwm = ts, lwm
+
+
+class UnknownTransaction(TableError):
+    """The node coordinates no transaction of that id (never began here, or the node
+    restarted since: its transactions were abandoned to recovery)."""
+
+    def __init__(self, tx_id: str) -> None:
+        super().__init__(f"no transaction {tx_id} on this node")
+        self.tx_id = tx_id
+
+
+__all__ = ["InvalidRow", "PartitionUnavailable", "ReadBelowLowWatermark", "TableDropped",
+           "TableError", "TxNotActive", "UnknownTransaction", "WriteConflict"]

@@ -23,11 +23,11 @@ import ray
 
 from ..errors import CallExit
 from ..kernel import ProcessFn, SpawnOpts
-from ..messages import Call, CallRef, MessageSignal, Signal
+from ..messages import Call, CallRef, MessageSignal
 from ..pid import Pid
 from ..reasons import NOPROC
 from .kernel import HostKernel
-from .transport import ACTOR_MAX_CONCURRENCY, ClusterConfig
+from .transport import ACTOR_MAX_CONCURRENCY, ClusterConfig, Item
 
 RECEIVED_KINDS = 12  # the most frequent signal kinds `info` reports
 
@@ -131,18 +131,18 @@ class HostActor:
 
     # --- incoming traffic --------------------------------------------------------------------
 
-    async def deliver(self, sender: str, first_seq: int, items: list[tuple[str, Signal]]) -> None:
+    async def deliver(self, sender: str, first_seq: int, items: list[Item]) -> None:
         kernel = self.kernel or await self._kernel()
         self._received["batch"] += 1
         kernel.accept(sender, first_seq, items)
 
     @ray.method(concurrency_group="signals")
-    async def signal(self, sender: str, seq: int, items: list[tuple[str, Signal]]) -> None:
+    async def signal(self, sender: str, seq: int, items: list[Item]) -> None:
         loop = self._loop
         if loop is not None:
             loop.call_soon_threadsafe(self._accept_signal, sender, seq, items)
 
-    def _accept_signal(self, sender: str, seq: int, items: list[tuple[str, Signal]]) -> None:
+    def _accept_signal(self, sender: str, seq: int, items: list[Item]) -> None:
         if self.kernel is not None:
             self._received["signal"] += 1
             self.kernel.accept(sender, seq, items)

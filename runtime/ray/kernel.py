@@ -51,7 +51,14 @@ from ..messages import (
 )
 from ..pid import Pid, Ref
 from ..reasons import KILLED, NOPROC, Error
-from .transport import BatchingTransport, ClusterConfig, classify_death, death_error
+from ..serialization import decode
+from .transport import (
+    BatchingTransport,
+    ClusterConfig,
+    Item,
+    classify_death,
+    death_error,
+)
 
 if TYPE_CHECKING:
     from ..process import Process
@@ -306,7 +313,7 @@ class HostKernel:
 
     # --- arrivals -----------------------------------------------------------------------------
 
-    def accept(self, sender: str, first_seq: int, items: list[tuple[str, Signal]]) -> None:
+    def accept(self, sender: str, first_seq: int, items: list[Item]) -> None:
         """Signals from another host (or the driver), numbered first_seq, first_seq + 1, ..."""
         if sender in self._dead_hosts:
             return
@@ -322,8 +329,10 @@ class HostKernel:
             for dest_id, sig in ready:
                 self.arrive(dest_id, sig)
 
-    def arrive(self, dest_id: str, sig: Signal) -> None:
-        """One signal reaches process `dest_id` of this host."""
+    def arrive(self, dest_id: str, sig: Signal | bytes) -> None:
+        """One signal reaches process `dest_id` of this host (as bytes from another host)."""
+        if type(sig) is bytes:
+            sig = decode(sig)
         proc = self.procs.get(dest_id)
         if isinstance(sig, MessageSignal):
             payload = sig.payload

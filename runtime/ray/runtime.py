@@ -113,7 +113,8 @@ class RayRuntime(Runtime):
             timeout: float = 60.0) -> Any:
         pid = self.spawn(fn, *args, node=node)
         try:
-            reason, result = ray.get(pid.handle.run.remote(pid.id), timeout=timeout)
+            reason, result = ray.get(self.transport.handle(pid).run.remote(pid.id),
+                                     timeout=timeout)
         except GetTimeoutError:
             self.kill(pid)
             raise CallTimeout(f"{pid} did not finish within {timeout} s") from None

@@ -69,7 +69,7 @@ async def start_remote(config: ClusterConfig, registry: Any, cache: dict[tuple[s
         host_id, handle = entry
         try:
             pid: Pid = await handle.start.remote(fn, args, opts, parent)
-            return pid
+            return Pid(pid.node, pid.id, handle, pid.host)  # pids travel without handles
         except RayTaskError as exc:
             if not host:
                 ray.kill(handle)
@@ -95,7 +95,7 @@ def start_sync(config: ClusterConfig, registry: Any, fn: ProcessFn, args: tuple[
             host_id, handle = ray.get(registry.checkout.remote(node), timeout=timeout)
         try:
             pid: Pid = ray.get(handle.start.remote(fn, args, opts, None), timeout=timeout)
-            return pid
+            return Pid(pid.node, pid.id, handle, pid.host)  # pids travel without handles
         except RayTaskError as exc:
             if not host:
                 ray.kill(handle)

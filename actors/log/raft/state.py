@@ -48,7 +48,7 @@ class RaftConfig:
     pre_vote: bool = True
     check_quorum: bool = True
     group: str = "default"
-    max_inflight: int = 8  # AppendEntries in flight per follower while pipelining
+    max_inflight: int = 2  # AppendEntries in flight per follower while pipelining
     max_pending: int = 1024  # proposals awaiting their outcome
     learners: tuple[NodeId, ...] = ()
 

@@ -6,6 +6,12 @@ group's segments and syncs them, tells the group's raft server its new segment r
 and only then lets the WAL delete the file (`WalFlushed`). At start it runs the
 crash recovery of interrupted compactions for every group directory of the node, so the
 segment refs rebuilt afterwards are consistent.
+
+Groups may join a running node (the partition groups of a zone created later): a raft
+server registers its group when it asks for its refs (`("refs", group, group_dir,
+segment_max_entries)`), and a writer that restarts also picks up every group directory
+beside the ones it was started with, so a closed WAL file never meets a group the
+writer does not know while that group has a directory on the node.
 """
 
 from __future__ import annotations
@@ -73,13 +79,8 @@ async def segment_writer(ctx: Process, node: str,
     `group_dirs`: group -> (its directory on this node, segment max entries)."""
     writers: dict[str, GroupSegmentWriter] = {}
     states: dict[str, SnapshotState] = {}
-    for group, (gdir, max_entries) in group_dirs.items():
-        seg_dir = segment_dir(gdir)
-        os.makedirs(seg_dir, exist_ok=True)
-        compaction.recover_compaction(seg_dir, fp=ctx.failpoint_sync)
-        compaction.purge_dangling_symlinks(seg_dir)
-        writers[group] = GroupSegmentWriter(seg_dir, group, SegmentConfig(max_entries=max_entries),
-                                            fp=ctx.failpoint_sync)
+    for group, (gdir, max_entries) in _with_siblings(group_dirs).items():
+        _open_group(ctx, writers, group, gdir, max_entries)
     while True:
         msg = await ctx.receive()
         if isinstance(msg, FlushWal):
@@ -90,7 +91,39 @@ async def segment_writer(ctx: Process, node: str,
             writer = writers[msg.group]
             writer.set_refs(msg.result.apply_to(writer.refs))
         elif isinstance(msg, Call):
-            ctx.reply(msg.from_, _answer(writers, msg.request))
+            request = msg.request
+            if (isinstance(request, tuple) and len(request) == 4 and request[0] == "refs"
+                    and request[1] not in writers):
+                _open_group(ctx, writers, request[1], request[2], request[3])
+            ctx.reply(msg.from_, _answer(writers, request))
+
+
+DEFAULT_MAX_ENTRIES = 4096
+
+
+def _with_siblings(group_dirs: dict[str, tuple[str, int]]) -> dict[str, tuple[str, int]]:
+    """The groups given, plus every other group directory under the same parent (groups
+    that joined the node while it ran), with the default segment size."""
+    out = dict(group_dirs)
+    parents = {os.path.dirname(gdir) for gdir, _ in group_dirs.values()}
+    for parent in sorted(parents):
+        if not os.path.isdir(parent):
+            continue
+        for name in sorted(os.listdir(parent)):
+            path = os.path.join(parent, name)
+            if name not in out and os.path.isdir(segment_dir(path)):
+                out[name] = (path, DEFAULT_MAX_ENTRIES)
+    return out
+
+
+def _open_group(ctx: Process, writers: dict[str, GroupSegmentWriter], group: str, gdir: str,
+                max_entries: int) -> None:
+    seg_dir = segment_dir(gdir)
+    os.makedirs(seg_dir, exist_ok=True)
+    compaction.recover_compaction(seg_dir, fp=ctx.failpoint_sync)
+    compaction.purge_dangling_symlinks(seg_dir)
+    writers[group] = GroupSegmentWriter(seg_dir, group, SegmentConfig(max_entries=max_entries),
+                                        fp=ctx.failpoint_sync)
 
 
 def _answer(writers: dict[str, GroupSegmentWriter], request: Any) -> Any:

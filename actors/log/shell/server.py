@@ -44,7 +44,7 @@ from sediment import log
 from sediment.actors.log.raft import core, membership
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
-from sediment.actors.log.raft.state import RaftConfig, RaftState
+from sediment.actors.log.raft.state import RaftConfig, RaftState, last_index
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
 from sediment.actors.log.shell import install
 from sediment.actors.log.shell.codec import from_stored, to_stored
@@ -148,6 +148,10 @@ class _Shell:
     appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
     batches: int = 0  # ProposeBatch events stepped (proposals / batches: the batching)
     proposals: int = 0
+    # group commit: the last log index of each proposal batch not yet committed, and
+    # since when new proposals are held back because OPEN_BATCHES of them are open
+    open_batches: list[int] = field(default_factory=list)
+    held_since: float | None = None
     eager: set[Pid] = field(default_factory=set)  # appliers told after every applied batch
     lazy_due: bool = False  # a notice for the others is scheduled
     busy: bool = False  # the machine has background work left
@@ -170,7 +174,8 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     snap_state = info.state if info is not None else SnapshotState.initial()
     for pid in (wal, segwriter):
         ctx.send(pid, SnapshotStateChanged(group, snap_state))
-    refs = SegRefs(await ctx.call(segwriter, ("refs", group), timeout=60))
+    refs = SegRefs(await ctx.call(segwriter, ("refs", group, gdir, spec.segment_max_entries),
+                                  timeout=60))
     memtable = await ctx.call(wal, ("recovered", group), timeout=60)
     first = (info.index if info is not None else 0) + 1
     tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable),
@@ -235,6 +240,8 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
     while True:
         if event is not None:
             state, effects = core.step(state, event)
+            if isinstance(event, rp.ProposeBatch) and state.role == "leader":
+                shell.open_batches.append(last_index(state))
             for effect in effects:
                 await _execute(shell, state, effect)
             trim = _trim_event(shell, state)
@@ -273,7 +280,7 @@ async def _next_message(shell: _Shell, state: RaftState) -> Any:
         left = shell.piece_due - ctx.now()
         if left > 0:
             try:
-                return await ctx.receive(timeout=min(BACKGROUND_PAUSE, left))
+                return await _receive(shell, state, min(BACKGROUND_PAUSE, left))
             except ReceiveTimeout:
                 pass
         shell.piece_due = ctx.now() + BACKGROUND_MAX_WAIT
@@ -284,7 +291,59 @@ async def _next_message(shell: _Shell, state: RaftState) -> Any:
         except FailpointError:
             continue
         shell.busy = shell.machine.background()
-    return await ctx.receive()
+    return await _receive(shell, state, None)
+
+
+OPEN_BATCHES = 2  # proposal batches a leader keeps between its append and their commit
+BATCH_HOLD = 0.02  # seconds at most that new proposals wait for an open batch to commit
+
+
+def _not_propose(msg: Any) -> bool:
+    return not _is_propose(msg)
+
+
+def _hold_left(shell: _Shell, state: RaftState) -> float | None:
+    """Group commit: while OPEN_BATCHES proposal batches are appended and not committed,
+    new proposals wait in the mailbox and then go as one batch (one log write, one
+    AppendEntries per follower) instead of one batch each: under many clients the batch
+    grows with the load, with one client nothing waits. Seconds the hold has left, None
+    when proposals may be taken. A hold never outlasts BATCH_HOLD (a batch that cannot
+    commit, no quorum, does not stall what follows any longer than that)."""
+    opened = shell.open_batches
+    if state.role != "leader":
+        opened.clear()
+    while opened and opened[0] <= state.commit:
+        opened.pop(0)
+    if len(opened) < OPEN_BATCHES:
+        shell.held_since = None
+        return None
+    now = shell.ctx.now()
+    if shell.held_since is None:
+        shell.held_since = now
+    left = shell.held_since + BATCH_HOLD - now
+    if left <= 0:
+        opened.pop(0)
+        shell.held_since = None
+        return None
+    return left
+
+
+async def _receive(shell: _Shell, state: RaftState, timeout: float | None) -> Any:
+    """The next message (ReceiveTimeout after `timeout`), proposals held back while the
+    group commit says so."""
+    ctx = shell.ctx
+    deadline = None if timeout is None else ctx.now() + timeout
+    while True:
+        hold = _hold_left(shell, state)
+        left = None if deadline is None else max(0.0, deadline - ctx.now())
+        if hold is None:
+            return await ctx.receive(timeout=left)
+        try:
+            return await ctx.receive(_not_propose, timeout=hold if left is None
+                                     else min(hold, left))
+        except ReceiveTimeout:
+            if deadline is not None and ctx.now() >= deadline:
+                raise
 
 
 def _trim_event(shell: _Shell, state: RaftState) -> rp.Event | None:

@@ -1,0 +1,191 @@
+"""The catalog compaction coordinator as a process (docs/catalog.md §7 step 4): runs
+beside the metastore leader (`while_leading` starts it for each term its node leads,
+and kills it when the node stops leading), feeds `compaction_coordinator.step` and
+executes its effects.
+
+- On start it is the coordinator (`CoordinatorChanged(me)`, Ignite's trigger on a
+  coordinator change); it subscribes to its node's low watermark (`LowWatermarkChanged`
+  on every change) and follows the logical topology: the nodes whose table node runs,
+  watched by monitors and looked up again every `topology_interval`.
+- `CollectLocalMinTimes` / `RequestMinTimes` send a `MinTimesRequest` to the node's
+  table node, which answers with a message; a node that is not running fails the
+  iteration at once (`MinTimesFailed`).
+- `SetTimer` is a message to itself at the deadline (`TimerFired`): answers that never
+  come end the iteration as `timeout` (Ignite: 10 s).
+- `PropagateTxTime` sends `PrepareUpdateTxBeginTime` to every node of the iteration.
+- `RequestView` reads the local metastore replica (the catalog log and the assignments).
+- `ProposeCompaction` proposes `CompactCatalog(v)` in a task process; its answer is
+  `CompactionResult`. The command is conditional, so a proposal whose answer was lost
+  (the leader killed) is harmless.
+- `IterationEnded` goes to the log and into the last `KEEP` outcomes, which
+  `("status",)` returns (with when each compaction was proposed, for the recorder).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from sediment import log
+from sediment.actors.catalog import compaction_coordinator as cc
+from sediment.actors.catalog.compaction_messages import (
+    MinTimesReply,
+    MinTimesRequest,
+    PrepareUpdateTxBeginTime,
+)
+from sediment.actors.catalog.compaction_rules import CompactionView
+from sediment.actors.catalog.hlc import HybridTimestamp, hts
+from sediment.actors.catalog.machine import CompactCatalog, SnapshotSaved
+from sediment.actors.catalog.metastore_machine import ViewQuery
+from sediment.actors.log.shell.names import raft_name
+from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables.names import META_GROUP, table_node_name
+from sediment.runtime.errors import CallError
+from sediment.runtime.messages import Call, Down
+from sediment.runtime.pid import Pid, Ref
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.catalog.coordinator")
+KEEP = 64
+
+
+@dataclass(frozen=True)
+class CoordinatorProcessConfig:
+    nodes: tuple[str, ...]
+    answer_timeout_ms: int = cc.ANSWER_TIMEOUT_MS
+    topology_interval: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    pass
+
+
+class _Coordinator:
+    def __init__(self, ctx: Process, config: CoordinatorProcessConfig, term: int) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.term = term
+        self.me = ctx.self().node
+        self.state = cc.init(cc.CoordinatorConfig(self.me, config.answer_timeout_ms))
+        self.members: dict[str, Pid] = {}
+        self.monitors: dict[Ref, str] = {}
+        self.outcomes: deque[dict[str, Any]] = deque(maxlen=KEEP)
+        self.proposed_at: dict[int, float] = {}
+        self.lwm: HybridTimestamp | None = None
+
+    def now_ms(self) -> int:
+        return int(self.ctx.now() * 1000)
+
+    async def step(self, event: cc.Event) -> None:
+        self.state, effects = cc.step(self.state, event, self.now_ms())
+        for e in effects:
+            await self.execute(e)
+
+    async def execute(self, e: cc.Effect) -> None:
+        ctx = self.ctx
+        if isinstance(e, cc.CollectLocalMinTimes | cc.RequestMinTimes):
+            node = self.me if isinstance(e, cc.CollectLocalMinTimes) else e.node
+            pid = self.members.get(node) or await ctx.whereis(table_node_name(node))
+            if pid is None:
+                await self.step(cc.MinTimesFailed(e.iteration, node, "not running"))
+                return
+            ctx.send(pid, ("min_times", MinTimesRequest(e.iteration, self.me), ctx.self()))
+        elif isinstance(e, cc.SetTimer):
+            ctx.send_at(e.at_ms / 1000, ctx.self(), cc.TimerFired(e.iteration, e.phase))
+        elif isinstance(e, cc.PropagateTxTime):
+            for node in sorted(e.nodes):
+                pid = self.members.get(node)
+                if pid is not None:
+                    ctx.send(pid, PrepareUpdateTxBeginTime(e.ts))
+        elif isinstance(e, cc.RequestView):
+            try:
+                log_, assignments = await ctx.call(raft_name(META_GROUP, self.me),
+                                                   ("query", ViewQuery()), timeout=10)
+            except CallError as err:
+                await self.step(cc.ViewFailed(e.iteration, f"metastore unreadable: {err}"))
+                return
+            view = CompactionView(log_, hts(self.now_ms()), assignments)
+            await self.step(cc.ViewReady(e.iteration, view))
+        elif isinstance(e, cc.ProposeCompaction):
+            self.proposed_at[e.iteration] = ctx.now()
+            await spawn_task(ctx, META_GROUP, self.config.nodes,
+                             (("propose", CompactCatalog(e.version)),), e.iteration)
+        elif isinstance(e, cc.IterationEnded):
+            record = {"iteration": e.iteration, "term": self.term, "outcome": e.outcome,
+                      "detail": e.detail, "version": e.version, "at": ctx.now(),
+                      "proposed_at": self.proposed_at.pop(e.iteration, None)}
+            self.outcomes.append(record)
+            _logger.info("compaction iteration ended", **{k: v for k, v in record.items()
+                                                           if v is not None})
+        elif isinstance(e, cc.Skipped):
+            pass
+
+    async def probe(self) -> None:
+        """The logical topology: every node whose table node runs."""
+        for node in self.config.nodes:
+            if node in self.members:
+                continue
+            pid = await self.ctx.whereis(table_node_name(node))
+            if pid is not None:
+                self.members[node] = pid
+                self.monitors[self.ctx.monitor(pid)] = node
+                if node == self.me:  # our node's low watermark, again after its restart
+                    _, lwm = await self.ctx.call(pid, ("subscribe_lwm", self.ctx.self()),
+                                                 timeout=10)
+                    if isinstance(lwm, HybridTimestamp):
+                        self.lwm = lwm
+        await self.step(cc.TopologyChanged(frozenset(self.members)))
+
+    def status(self) -> dict[str, Any]:
+        it = self.state.iteration
+        return {"node": self.me, "term": self.term, "lwm": self.state.lwm,
+                "topology": sorted(self.state.topology),
+                "iteration": None if it is None else {"id": it.id, "phase": it.phase,
+                                                      "waiting": sorted(it.topology -
+                                                                        set(it.replies))},
+                "outcomes": list(self.outcomes)}
+
+
+async def coordinator_process(ctx: Process, config: CoordinatorProcessConfig, term: int) -> None:
+    """Process entry (a `while_leading` child of the metastore group)."""
+    c = _Coordinator(ctx, config, term)
+    await c.probe()
+    await c.step(cc.CoordinatorChanged(c.me, c.now_ms()))
+    if c.lwm is not None:
+        await c.step(cc.LowWatermarkChanged(c.lwm, c.now_ms()))
+    ctx.send_after(config.topology_interval, ctx.self(), _Probe())
+    _logger.info("compaction coordinator up", node=c.me, term=term)
+    while True:
+        msg = await ctx.receive()
+        if isinstance(msg, tuple) and len(msg) == 2 and msg[0] == "lwm_changed":
+            await c.step(cc.LowWatermarkChanged(msg[1], c.now_ms()))
+        elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[1], MinTimesReply):
+            await c.step(cc.MinTimesReceived(msg[1]))
+        elif isinstance(msg, cc.TimerFired):
+            await c.step(msg)
+        elif isinstance(msg, TaskDone):
+            result = msg.results[0] if msg.ok else None
+            if isinstance(result, SnapshotSaved):
+                await c.step(cc.CompactionResult(msg.tag, result.saved))
+            else:
+                await c.step(cc.CompactionResult(msg.tag, False, msg.error or repr(result)))
+        elif isinstance(msg, _Probe):
+            await c.probe()
+            ctx.send_after(config.topology_interval, ctx.self(), _Probe())
+        elif isinstance(msg, Down):
+            node = c.monitors.pop(msg.ref, None)
+            if node is not None:
+                c.members.pop(node, None)
+                await c.step(cc.TopologyChanged(frozenset(c.members)))
+        elif isinstance(msg, Call):
+            if msg.request == ("status",):
+                ctx.reply(msg.from_, c.status())
+            else:
+                ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+        else:
+            _logger.warning("coordinator got an unexpected message", message=repr(msg)[:200])
+
+
+__all__ = ["CoordinatorProcessConfig", "coordinator_process"]

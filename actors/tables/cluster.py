@@ -1,0 +1,342 @@
+"""Partitioned tables with a versioned catalog, as users drive them from Python.
+
+`TablesCluster.start(nodes=3, backend="sim")` starts, per node under its `rest_for_one`
+supervisor: the log processes with the node's member of the metastore group (the
+catalog and the assignments, `catalog/metastore_machine.py`), the supervisor of the
+node's partition members, the table node (`table_node.py`) and the follower of the
+metastore leadership that runs the compaction coordinator while the node leads
+(`catalog/coordinator_process.py`). The top supervisor runs on a node of its own
+("ctl"), so killing any table node leaves it to restart that node.
+
+    with TablesCluster.start(nodes=3, backend="sim") as c:
+        c.create_zone("Z", partitions=4, replicas=2)
+        c.create_table("T", "Z", [("k", "int", False), ("v", "str")], ["k"])
+        tx = c.begin()
+        tx.insert("T", {"k": 1, "v": "one"})
+        tx.commit()
+        c.get("T", (1,))                  # a read-only read now
+        c.catalog_status()
+
+Errors are the typed `CatalogError`s (`TableNotFound`, `TableExists`,
+`CatalogVersionCompacted`, `WriteConflict`, ...), raised with nothing changed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment.actors.catalog import ddl
+from sediment.actors.catalog import low_watermark as lw
+from sediment.actors.catalog.coordinator_process import (
+    CoordinatorProcessConfig,
+    coordinator_process,
+)
+from sediment.actors.catalog.descriptors import Column
+from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.catalog.machine import CatalogAtQuery, Rejected, VersionsQuery
+from sediment.actors.catalog.metastore_machine import MetastoreFactory
+from sediment.actors.log.shell.cluster import GroupClient, node_children
+from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.server import GroupSpec
+from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
+from sediment.actors.tables.names import COORDINATOR, META_GROUP, table_node_name
+from sediment.actors.tables.node_state import TableNodeConfig
+from sediment.actors.tables.partition_members import PartitionOptions, parts_supervisor
+from sediment.actors.tables.recorder import Recorder
+from sediment.actors.tables.table_node import table_node
+from sediment.runtime import api
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
+
+CONTROL_NODE = "ctl"
+TEST_LWM = lw.LowWatermarkConfig(data_availability_ms=1_000, update_interval_ms=300,
+                                 max_clock_skew_ms=10)
+
+
+@dataclass
+class TablesCluster:
+    rt: Any
+    spec: GroupSpec
+    config: TableNodeConfig
+    top: Pid
+    owns_runtime: bool = True
+    recorder: Recorder = field(default_factory=Recorder)
+    timeout: float = 30.0
+
+    @classmethod
+    def start(cls, nodes: int | Sequence[str] = 3, backend: str = "sim",
+              data_dir: str | None = None, seed: int = 0,
+              lwm: lw.LowWatermarkConfig = TEST_LWM, answer_timeout_ms: int = 2_000,
+              ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
+              runtime: Any = None) -> TablesCluster:
+        names = tuple(nodes) if not isinstance(nodes, int) else tuple(
+            f"n{i}" for i in range(1, nodes + 1))
+        data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
+        if runtime is None:
+            kwargs: dict[str, Any] = {"seed": seed} if backend == "sim" else {}
+            rt = api.start(backend, nodes=(*names, CONTROL_NODE), **kwargs)
+        else:
+            rt = runtime
+        spec = GroupSpec(META_GROUP, names, data_dir, election_timeout=election_timeout,
+                         snapshot_every=256, machine=MetastoreFactory(names))
+        config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
+                                 partitions=PartitionOptions(data_dir, election_timeout))
+        coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
+                                  CoordinatorProcessConfig(names, answer_timeout_ms))
+        specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"tables-sup:{n}",
+                                               host=RAFT_HOST),
+                                         (SupFlags(strategy="rest_for_one", intensity=50,
+                                                   period=10),
+                                          _children(n, spec, config, coordinator))),
+                           type="supervisor") for n in names]
+        top = start_top(rt, SupFlags(intensity=50, period=10), specs, name="tables",
+                        node=CONTROL_NODE)
+        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None)
+        cluster.wait_ready()
+        return cluster
+
+    # ---- the cluster --------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return self.spec.nodes
+
+    def now(self) -> float:
+        return float(self.rt.now())
+
+    def leader(self) -> str | None:
+        """The node whose metastore member leads (where DDL is stamped)."""
+        for node in self.nodes:
+            status = self.raft_status(node)
+            if status is not None and status.get("role") == "leader":
+                return node
+        return None
+
+    def raft_status(self, node: str, group: str = META_GROUP) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(raft_name(group, node), ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = self.now() + timeout
+        while self.now() < deadline:
+            if self.leader() is not None and all(self.node_status(n) is not None
+                                                 for n in self.nodes):
+                GroupClient(self.rt, self.spec).read(VersionsQuery(), timeout=timeout)
+                return
+            self.rt.sleep(0.1)
+        raise TimeoutError("the tables cluster did not become ready")
+
+    def node_status(self, node: str) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(table_node_name(node), ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def call(self, node: str, request: Any) -> Any:
+        """A table node request; its typed error raised."""
+        reply = self.rt.call(table_node_name(node), request, timeout=self.timeout)
+        if isinstance(reply, tuple) and reply and reply[0] == "error":
+            raise reply[1]
+        return reply
+
+    # ---- DDL ----------------------------------------------------------------------------
+
+    def ddl(self, *commands: ddl.DdlCommand) -> tuple[int, HybridTimestamp]:
+        """Run one DDL batch on the metastore leader's node; (version, activation), once
+        active. Follows leader changes, bounded by `timeout`."""
+        deadline = self.now() + self.timeout
+        while True:
+            node = self.leader()
+            reply: Any = ("not_leader", None)
+            if node is not None:
+                try:
+                    reply = self.call(node, ("ddl", tuple(commands)))
+                except CallError:
+                    reply = ("down",)
+            if reply[0] == "ok":
+                self.recorder.version(reply[1], reply[2])
+                return reply[1], reply[2]
+            if self.now() > deadline:
+                raise TimeoutError("no metastore leader took the DDL")
+            self.rt.sleep(0.1)
+
+    def create_zone(self, name: str, partitions: int = 8, replicas: int = 3) -> int:
+        return self.ddl(ddl.CreateZone(name, partitions, replicas))[0]
+
+    def drop_zone(self, name: str) -> int:
+        return self.ddl(ddl.DropZone(name))[0]
+
+    def create_table(self, name: str, zone: str, columns: Iterable[Column | Sequence[Any]],
+                     primary_key: Sequence[str]) -> int:
+        cols = tuple(c if isinstance(c, Column) else Column(*c) for c in columns)
+        return self.ddl(ddl.CreateTable(name, zone, cols, tuple(primary_key)))[0]
+
+    def add_column(self, table: str, column: Column | Sequence[Any]) -> int:
+        col = column if isinstance(column, Column) else Column(*column)
+        return self.ddl(ddl.AddColumn(table, col))[0]
+
+    def drop_table(self, name: str) -> int:
+        return self.ddl(ddl.DropTable(name))[0]
+
+    def catalog_at(self, ts: HybridTimestamp, node: str | None = None) -> Any:
+        """The catalog version active at `ts` (CatalogVersionCompacted below the
+        snapshot), from a node's replica."""
+        reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
+                             ("query", CatalogAtQuery(ts)), timeout=self.timeout)
+        if isinstance(reply, Rejected):
+            raise reply.error
+        return reply
+
+    # ---- transactions and reads ---------------------------------------------------------
+
+    def begin(self, node: str | None = None) -> Transaction:
+        target = node or self.nodes[0]
+        _, tx_id, begin_ts, version = self.call(target, ("begin",))
+        tx = Transaction(self, target, tx_id, begin_ts, version)
+        self.recorder.begin(tx_id, begin_ts, self.now())
+        return tx
+
+    def get(self, table: str, key: tuple[Any, ...], ts: HybridTimestamp | None = None,
+            node: str | None = None) -> dict[str, Any] | None:
+        """A read-only read of one row at `ts` (default: now)."""
+        _, rows, read_ts = self.call(node or self.nodes[0], ("ro_get", table, key, ts))
+        value = rows[0][1] if rows else None
+        cat = self.catalog_at(read_ts, node)
+        t = cat.table_named(table)
+        if t is not None:
+            self.recorder.read(read_ts, (t.id, key), value, self.now())
+        return value
+
+    def scan(self, table: str, ts: HybridTimestamp | None = None,
+             node: str | None = None) -> list[dict[str, Any]]:
+        _, rows, _ = self.call(node or self.nodes[0], ("ro_scan", table, ts))
+        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+
+    # ---- status -------------------------------------------------------------------------
+
+    def coordinator_status(self) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(COORDINATOR, ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def poll(self) -> None:
+        """Feed the recorder what the coordinator and the metastore show now."""
+        self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
+                           self.now())
+
+    def versions(self) -> Any:
+        return GroupClient(self.rt, self.spec).read(VersionsQuery(), timeout=self.timeout)[1]
+
+    def catalog_status(self) -> dict[str, Any]:
+        """The catalog's versions and log size, the coordinator's last iterations, and
+        what each node holds compaction back with."""
+        v = self.versions()
+        return {"earliest_version": v.earliest_version,
+                "earliest_activation": v.earliest_activation,
+                "latest_version": v.latest_version, "latest_activation": v.latest_activation,
+                "log_size": v.log_size, "leader": self.leader(),
+                "coordinator": self.coordinator_status(),
+                "nodes": {n: self.node_status(n) for n in self.nodes}}
+
+    # ---- faults -------------------------------------------------------------------------
+
+    def kill_node(self, node: str) -> None:
+        """Every process of the node at once; its supervisor restarts the node's tree."""
+        self.rt.kill_node(node)
+        self.recorder.abandon(node, self.now())
+
+    def stop_node(self, node: str) -> None:
+        self.rt.call(self.top, requests.terminate_child(f"node:{node}"), timeout=60)
+        self.recorder.abandon(node, self.now())
+
+    def restart_node(self, node: str) -> None:
+        self.rt.call(self.top, requests.restart_child(f"node:{node}"), timeout=60)
+
+    def stop(self) -> None:
+        if self.owns_runtime:
+            self.rt.shutdown()
+
+    def __enter__(self) -> TablesCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class Transaction:
+    """A read-write transaction coordinated by the table node it began on."""
+
+    cluster: TablesCluster
+    node: str
+    id: str
+    begin_ts: HybridTimestamp
+    catalog_version: int
+    outcome: str = "active"
+    commit_ts: HybridTimestamp | None = None
+
+    def insert(self, table: str, row: dict[str, Any]) -> None:
+        """Upsert the row (an intent until commit); WriteConflict aborts the transaction."""
+        self.cluster.call(self.node, ("write", self.id, table, row))
+        self.cluster.recorder.write(self.id, self._cell(table, row), row)
+
+    def delete(self, table: str, key: tuple[Any, ...]) -> None:
+        self.cluster.call(self.node, ("delete", self.id, table, key))
+        self.cluster.recorder.write(self.id, self._cell(table, None, key), None)
+
+    def get(self, table: str, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        _, rows, _ = self.cluster.call(self.node, ("get", self.id, table, key))
+        return rows[0][1] if rows else None
+
+    def scan(self, table: str) -> list[dict[str, Any]]:
+        _, rows, _ = self.cluster.call(self.node, ("scan", self.id, table))
+        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+
+    def commit(self) -> bool:
+        """True if committed; False if it aborted (a failed write, a dropped table)."""
+        return self._finish(("commit", self.id))
+
+    def rollback(self) -> None:
+        self._finish(("rollback", self.id))
+
+    def _finish(self, request: tuple[str, str]) -> bool:
+        _, committed, commit_ts, _ = self.cluster.call(self.node, request)
+        self.outcome = "committed" if committed else "aborted"
+        self.commit_ts = commit_ts
+        self.cluster.recorder.end(self.id, self.outcome, commit_ts, self.cluster.now())
+        return bool(committed)
+
+    def _cell(self, table: str, row: dict[str, Any] | None,
+              key: tuple[Any, ...] | None = None) -> tuple[int, tuple[Any, ...]] | None:
+        """(table id, key) for the recorder (the write succeeded, so both exist)."""
+        cat = self.cluster.catalog_at(self.begin_ts, self.node)
+        t = cat.table_named(table)
+        if t is None:
+            return None
+        if key is None:
+            assert isinstance(row, dict)
+            key = tuple(row[c] for c in t.primary_key)
+        return (t.id, key)
+
+
+def _children(node: str, spec: GroupSpec, config: TableNodeConfig,
+              coordinator: LeaderChild) -> list[ChildSpec]:
+    return [
+        *node_children(node, [spec]),
+        parts_supervisor(node),
+        ChildSpec("tables", (Spawn(table_node, node=node, name=table_node_name(node),
+                                   label=table_node_name(node), host=RAFT_HOST), (config,))),
+        ChildSpec("coordinator-follower", (Spawn(while_leading, node=node,
+                                                 label=f"coordinator-follower@{node}",
+                                                 host=RAFT_HOST), (coordinator,))),
+    ]
+
+
+__all__ = ["TEST_LWM", "TablesCluster", "Transaction"]

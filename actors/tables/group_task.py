@@ -1,0 +1,83 @@
+"""A short-lived process that takes requests to one raft group for a long-lived one.
+
+The table node and the compaction coordinator must never block on a raft round trip
+(their mailboxes carry client calls, timers and the coordinator's messages), so each
+proposal or linearizable read runs in a task process. It tries the members in turn,
+follows leader hints (bounded: `attempts` tries within `PATIENCE` seconds), and sends
+back one `TaskDone(tag, ok, results)`: the results of its requests, run in order (a
+later one only after the earlier one applied: the minimum tx time update before the
+flush that publishes it). A request that never succeeds ends the task with ok False.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+ATTEMPTS = 400
+PATIENCE = 10.0  # seconds a request keeps trying (elections of two-member groups can
+# take a few rounds of split votes)
+BACKOFF = 0.05  # seconds between tries when no member leads
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDone:
+    tag: Any
+    ok: bool
+    results: tuple[Any, ...]
+    error: str = ""
+
+
+async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], request: Any,
+                        attempts: int = ATTEMPTS) -> tuple[bool, Any]:
+    """One request at whichever member leads: (True, the machine's answer) or (False,
+    None) after `attempts` tries."""
+    hint: str | None = None
+    if not nodes:
+        return False, None
+    deadline = ctx.now() + PATIENCE
+    for attempt in range(attempts):
+        if ctx.now() > deadline:
+            break
+        target = hint or nodes[attempt % len(nodes)]
+        hint = None
+        try:
+            reply = await ctx.call(raft_name(group, target), request, timeout=2.0)
+        except CallError:
+            reply = ("down",)
+        if reply[0] == "ok":
+            return True, reply[2]
+        if reply[0] == "not_leader" and reply[1] is not None and reply[1] != target:
+            hint = reply[1]
+            continue
+        await ctx.sleep(BACKOFF)
+    return False, None
+
+
+async def group_task(ctx: Process, group: str, nodes: tuple[str, ...],
+                     requests: tuple[tuple[str, Any], ...], reply_to: Pid, tag: Any,
+                     attempts: int = ATTEMPTS) -> None:
+    """Process entry. `requests`: ("propose", command) or ("read_index", query)."""
+    results: list[Any] = []
+    for request in requests:
+        ok, result = await request_group(ctx, group, nodes, request, attempts)
+        if not ok:
+            ctx.send(reply_to, TaskDone(tag, False, tuple(results),
+                                        f"no leader of {group} answered"))
+            return
+        results.append(result)
+    ctx.send(reply_to, TaskDone(tag, True, tuple(results)))
+
+
+async def spawn_task(ctx: Process, group: str, nodes: tuple[str, ...],
+                     requests: tuple[tuple[str, Any], ...], tag: Any) -> None:
+    await ctx.spawn(group_task, group, nodes, requests, ctx.self(), tag,
+                    label=f"task:{group}", host=RAFT_HOST)
+
+
+__all__ = ["TaskDone", "group_task", "request_group", "spawn_task"]

@@ -1,0 +1,168 @@
+"""Reads of table rows, each in a process of its own that answers the client directly
+(the table node hands it the client's call and goes on serving).
+
+- Inside an RW transaction (`rw_read`): the partition leader's newest row, the
+  transaction's own intent over it; another transaction's intent is a `WriteConflict`
+  (no-wait, as writes). Linearizable: a ReadIndex at the leader.
+- Read-only at a timestamp (`ro_read`): the newest version committed at or before
+  `ts`. An intent that may be older is resolved first, as Ignite's write intent
+  resolution does: its commit partition's record decides; with no record, the
+  transaction's coordinator is asked whether it still runs it (`tx_alive`); if it
+  does, the read waits and tries again (bounded); if not, the reader records the abort
+  at the commit partition (`RecoverTxCmd`) and cleans the intent up (`CleanupCmd`
+  under the current catalog version, docs rule 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sediment.actors.catalog.descriptors import ZonePartition
+from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.tables import partition
+from sediment.actors.tables.errors import PartitionUnavailable
+from sediment.actors.tables.group_task import request_group
+from sediment.actors.tables.mvcc import IntentFound, RowKey
+from sediment.actors.tables.names import partition_group, table_node_name
+from sediment.actors.tables.partition_machine import (
+    ReadAt,
+    ReadLatest,
+    ReadResolved,
+    ScanAt,
+    ScanLatest,
+    TxQuery,
+)
+from sediment.actors.tables.tx_state import Resolution, TxRecord, resolve
+from sediment.runtime.errors import CallError
+from sediment.runtime.messages import CallRef
+from sediment.runtime.process import Process
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What to read: one key (`key` set) or a whole table (every partition in
+    `groups`); `tx_id` for a read inside an RW transaction, else `ts`."""
+
+    table_id: int
+    groups: tuple[ZonePartition, ...]
+    assignments: Mapping[ZonePartition, frozenset[str]]
+    key: tuple[Any, ...] | None = None
+    ts: HybridTimestamp | None = None
+    tx_id: str | None = None
+    catalog_version: int = 0  # the latest, for a finder's cleanup
+    wait: float = 0.05
+    max_waits: int = 200
+
+
+class _Unavailable(Exception):
+    pass
+
+
+async def reader(ctx: Process, plan: ReadPlan, client: CallRef) -> None:
+    """Process entry: answer ("ok", rows, ts) with rows [(key, row)] (a get: one pair,
+    row None when absent) and the read's timestamp (None inside an RW transaction), or
+    ("error", a TableError)."""
+    try:
+        rows: list[tuple[tuple[Any, ...], Any]] = []
+        for group in plan.groups:
+            if plan.tx_id is not None:
+                rows += await _rw(ctx, plan, group)
+            else:
+                rows += await _ro(ctx, plan, group)
+        if plan.key is not None and not rows:
+            rows = [(plan.key, None)]
+        ctx.reply(client, ("ok", rows, plan.ts))
+    except _Unavailable as err:
+        ctx.reply(client, ("error", PartitionUnavailable(str(err))))
+    except Exception as err:  # noqa: BLE001 (a typed error from a machine goes back)
+        ctx.reply(client, ("error", err))
+
+
+async def _ask(ctx: Process, plan: ReadPlan, group: ZonePartition, request: Any) -> Any:
+    nodes = tuple(sorted(plan.assignments.get(group, ())))
+    if not nodes:
+        raise _Unavailable(f"{group} has no assignment")
+    ok, result = await request_group(ctx, partition_group(group), nodes, request)
+    if not ok:
+        raise _Unavailable(f"no leader of {group}")
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+async def _rw(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[Any, Any]]:
+    assert plan.tx_id is not None
+    if plan.key is not None:
+        key: RowKey = (plan.table_id, plan.key)
+        row = await _ask(ctx, plan, group, ("read_index", ReadLatest(key, plan.tx_id)))
+        return [] if row is None else [(plan.key, row)]
+    found = await _ask(ctx, plan, group, ("read_index", ScanLatest(plan.table_id, plan.tx_id)))
+    return [(k[1], row) for k, row in found if row is not None]
+
+
+async def _ro(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[Any, Any]]:
+    assert plan.ts is not None
+    for _ in range(plan.max_waits):
+        if plan.key is not None:
+            key: RowKey = (plan.table_id, plan.key)
+            got = await _ask(ctx, plan, group, ("read_index", ReadAt(key, plan.ts)))
+            found = [(key, got)]
+        else:
+            found = await _ask(ctx, plan, group, ("read_index", ScanAt(plan.table_id, plan.ts)))
+        out: list[tuple[Any, Any]] = []
+        waiting = False
+        for key, value in found:
+            if isinstance(value, IntentFound):
+                resolved = await _resolve(ctx, plan, group, key, value)
+                if resolved is _WAIT:
+                    waiting = True
+                    break
+                value = resolved
+            if value is not None:
+                out.append((key[1], value))
+        if not waiting:
+            return out
+        await ctx.sleep(plan.wait)
+    raise _Unavailable(f"an intent in {group} stayed pending")
+
+
+_WAIT = object()
+
+
+async def _resolve(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowKey,
+                   found: IntentFound) -> Any:
+    """The row at plan.ts once the intent's transaction is known (or _WAIT)."""
+    intent = found.intent
+    cp = intent.commit_partition
+    assert plan.ts is not None
+    record = await _ask(ctx, plan, cp, ("read_index", TxQuery(intent.tx_id)))
+    alive = record is None and await _coordinator_alive(ctx, intent.tx_id)
+    resolution = resolve(record, alive)
+    if resolution is Resolution.WAIT:
+        return _WAIT
+    if resolution is Resolution.RECOVER:
+        record = await _ask(ctx, plan, cp, ("propose", partition.RecoverTxCmd(intent.tx_id)))
+    assert isinstance(record, TxRecord)
+    if not alive:  # the finder cleans a dead coordinator's intent up
+        await _ask(ctx, plan, group, ("propose", partition.CleanupCmd(
+            intent.tx_id, record.commit_ts, plan.catalog_version)))
+    return await _ask(ctx, plan, group, ("read_index", ReadResolved(key, plan.ts,
+                                                                    record.commit_ts)))
+
+
+def coordinator_of(tx_id: str) -> str:
+    """Transaction ids are `<node>:<incarnation>:<seq>`."""
+    return tx_id.split(":", 1)[0]
+
+
+async def _coordinator_alive(ctx: Process, tx_id: str) -> bool:
+    try:
+        return bool(await ctx.call(table_node_name(coordinator_of(tx_id)), ("tx_alive", tx_id),
+                                   timeout=2.0))
+    except CallError:
+        return False
+
+
+__all__ = ["ReadPlan", "coordinator_of", "reader"]

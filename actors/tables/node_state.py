@@ -1,0 +1,171 @@
+"""The table node's state and its small helpers (the process is `table_node.py`, its
+transactions and reads `node_txs.py`).
+
+What a node owns: its hybrid clock, its active RW transactions (`active_txs`) with the
+coordinator core of each (`transactions.RwTx`), the collector of the minimum tx times
+its partitions published, its low watermark (persisted in the node's data dir), and
+the partition members it started. The catalog it reads from its local replica of the
+metastore group (an in-host query of `raft:meta@<node>`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment.actors.catalog import catalog_log, hlc
+from sediment.actors.catalog import low_watermark as lw
+from sediment.actors.catalog.catalog_log import CatalogLog
+from sediment.actors.catalog.descriptors import Catalog, ZonePartition
+from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.catalog.hlc import ClockState, HybridTimestamp
+from sediment.actors.catalog.machine import CatalogAtQuery, CatalogVersionQuery, Rejected
+from sediment.actors.catalog.metastore_machine import AssignmentsQuery, ViewQuery
+from sediment.actors.log.shell.names import raft_name
+from sediment.actors.tables import active_txs, min_tx_time
+from sediment.actors.tables import transactions as txn
+from sediment.actors.tables.names import META_GROUP
+from sediment.actors.tables.partition_members import PartitionOptions
+from sediment.runtime.messages import CallRef
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+
+@dataclass(frozen=True)
+class TableNodeConfig:
+    nodes: tuple[str, ...]
+    data_dir: str
+    lwm: lw.LowWatermarkConfig = field(default_factory=lw.LowWatermarkConfig)
+    ddl_delay_ms: int = 50  # Ignite's DelayDuration (activation = ts + delay)
+    max_clock_skew_ms: int = 10  # callers wait this past activation (awaitVersionActivation)
+    ensure_interval: float = 0.3  # seconds between checks for partition members to start
+    partitions: PartitionOptions | None = None
+    intent_wait: float = 0.05  # seconds before asking again about a live tx's intent
+    max_intent_waits: int = 200
+
+
+@dataclass
+class NodeTx:
+    """One RW transaction this node coordinates, and who waits on it."""
+
+    core: txn.RwTx
+    started: float
+    waiting: CallRef | None = None  # the client's pending write or commit
+    cleanups: int = 0  # cleanups sent and not yet applied
+    outcome: str = "unknown"
+    failure: CatalogError | None = None
+
+
+@dataclass
+class NodeState:
+    ctx: Process
+    config: TableNodeConfig
+    clock: ClockState = field(default_factory=ClockState)
+    txs: dict[str, NodeTx] = field(default_factory=dict)
+    active: active_txs.ActiveTxs = field(default_factory=active_txs.ActiveTxs)
+    collector: min_tx_time.MinTimeCollector = field(default_factory=min_tx_time.MinTimeCollector)
+    lwm: lw.LowWatermarkState = field(default_factory=lambda: lw.init(lw.LowWatermarkConfig()))
+    lwm_subscribers: list[Pid] = field(default_factory=list)
+    assignments: Mapping[ZonePartition, frozenset[str]] = field(default_factory=dict)
+    started: set[ZonePartition] = field(default_factory=set)
+    tasks: dict[int, Any] = field(default_factory=dict)  # task tag -> what it was for
+    task_seq: int = 0
+    tx_seq: int = 0
+    incarnation: str = ""
+    ended: list[dict[str, Any]] = field(default_factory=list)  # recent tx outcomes
+
+    @property
+    def me(self) -> str:
+        return self.ctx.self().node
+
+    def physical_ms(self) -> int:
+        return int(self.ctx.now() * 1000)
+
+    def now(self) -> HybridTimestamp:
+        self.clock, ts = hlc.now(self.clock, self.physical_ms())
+        return ts
+
+    def observe(self, ts: HybridTimestamp) -> None:
+        self.clock, _ = hlc.update(self.clock, self.physical_ms(), ts)
+
+    def next_tag(self, what: Any) -> int:
+        self.task_seq += 1
+        self.tasks[self.task_seq] = what
+        return self.task_seq
+
+    def lwm_path(self) -> str:
+        return os.path.join(self.config.data_dir, self.me, "low_watermark.json")
+
+
+async def meta_query(s: NodeState, query: Any) -> Any:
+    """A local read of this node's metastore replica."""
+    reply = await s.ctx.call(raft_name(META_GROUP, s.me), ("query", query), timeout=10)
+    if isinstance(reply, Rejected):
+        raise reply.error
+    return reply
+
+
+async def catalog_at(s: NodeState, ts: HybridTimestamp) -> Catalog:
+    cat = await meta_query(s, CatalogAtQuery(ts))
+    assert isinstance(cat, Catalog)
+    return cat
+
+
+async def catalog_version(s: NodeState, version: int) -> Catalog:
+    cat = await meta_query(s, CatalogVersionQuery(version))
+    assert isinstance(cat, Catalog)
+    return cat
+
+
+async def assignments(s: NodeState) -> Mapping[ZonePartition, frozenset[str]]:
+    found = await meta_query(s, AssignmentsQuery())
+    assert isinstance(found, dict)
+    return found
+
+
+async def known_assignments(s: NodeState, groups: Any) -> None:
+    """Refresh the node's copy of the assignments when it lacks one of `groups` (a
+    zone created since it last looked)."""
+    if any(g not in s.assignments for g in groups):
+        s.assignments = await assignments(s)
+
+
+async def catalog_log_now(s: NodeState) -> CatalogLog:
+    log, _ = await meta_query(s, ViewQuery())
+    assert isinstance(log, CatalogLog)
+    return log
+
+
+def active_versions(log: CatalogLog, since: HybridTimestamp,
+                    now: HybridTimestamp) -> list[Catalog]:
+    """The catalog versions active from `since` to `now` (those not compacted)."""
+    first = catalog_log.catalog_at(log, max(since, log.snapshot.activation)).version
+    last = catalog_log.active_version(log, now)
+    return [catalog_log.catalog(log, v) for v in range(first, last + 1)]
+
+
+def load_lwm(path: str) -> HybridTimestamp | None:
+    try:
+        with open(path) as f:
+            return HybridTimestamp(int(json.load(f)["lwm"]))
+    except FileNotFoundError:
+        return None
+
+
+def store_lwm(path: str, value: HybridTimestamp) -> None:
+    """Durable before anyone hears of it (Ignite writes its vault before notifying)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"lwm": value.value}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+__all__ = ["NodeState", "NodeTx", "TableNodeConfig", "active_versions", "assignments",
+           "catalog_at", "catalog_log_now", "catalog_version", "known_assignments", "load_lwm",
+           "meta_query", "store_lwm"]

@@ -1,0 +1,102 @@
+"""A seeded client workload for the tables cluster scenarios: transactions on random
+nodes (some left open a while), DDL that adds versions, read-only reads; calls to a
+node that is down count as abandoned (their outcome is whatever recovery decides)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from dataclasses import dataclass, field
+
+from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.tables.cluster import TablesCluster, Transaction
+from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
+from sediment.runtime.errors import CallError
+from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
+
+COLUMNS = [("k", "int", False), ("v", "int")]
+
+
+def seeds(default: int) -> list[int]:
+    """`SEDIMENT_CATALOG_SEEDS=200` runs the scenarios over more seeds."""
+    return list(range(int(os.environ.get("SEDIMENT_CATALOG_SEEDS", default))))
+
+
+def setup(c: TablesCluster) -> None:
+    c.create_zone("Z", partitions=4, replicas=2)
+    c.create_table("T", "Z", COLUMNS, ["k"])
+
+
+@dataclass
+class Workload:
+    c: TablesCluster
+    rng: random.Random
+    open: list[Transaction] = field(default_factory=list)
+    ddl_count: int = 0
+    committed: int = 0
+
+    def step(self) -> None:
+        c, rng = self.c, self.rng
+        r = rng.random()
+        try:
+            if r < 0.2 and len(self.open) < 3:
+                self.open.append(c.begin(rng.choice(c.nodes)))
+            elif r < 0.5 and self.open:
+                tx = rng.choice(self.open)
+                with contextlib.suppress(CatalogError):  # a conflict: it aborts at its end
+                    tx.insert("T", {"k": rng.randrange(8), "v": rng.randrange(100)})
+            elif r < 0.65 and self.open:
+                tx = self.open.pop(rng.randrange(len(self.open)))
+                if rng.random() < 0.8:
+                    self.committed += tx.commit()
+                else:
+                    tx.rollback()
+            elif r < 0.75:
+                self.ddl_count += 1
+                c.add_column("T", (f"c{self.ddl_count}_{rng.randrange(1000)}", "int"))
+            elif r < 0.85:
+                self.read()
+            else:
+                c.rt.sleep(rng.uniform(0.05, 0.3))
+        except (CallError, UnknownTransaction):
+            # the node is down or restarted: its open transactions are abandoned to
+            # recovery (their outcome stays unknown in the history)
+            self.open = [t for t in self.open if self._alive(t)]
+
+    def _alive(self, tx: Transaction) -> bool:
+        try:
+            return bool(self.c.call(tx.node, ("tx_alive", tx.id)))
+        except CallError:
+            return False
+
+    def read(self) -> None:
+        """A read-only read below every open transaction's begin time (one above would
+        wait for them, and only this driver ends them: docs/catalog.md rule 5)."""
+        c, rng = self.c, self.rng
+        ts = min((t.begin_ts for t in self.open), default=None)
+        with contextlib.suppress(ReadBelowLowWatermark):
+            c.get("T", (rng.randrange(8),), ts=None if ts is None else ts.subtract_physical(1),
+                  node=rng.choice(c.nodes))
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            self.step()
+
+    def finish(self) -> None:
+        """End every open transaction (commit), whatever its node's state."""
+        for tx in self.open:
+            with contextlib.suppress(CallError, CatalogError):
+                tx.commit()
+        self.open = []
+
+
+def assert_checks_pass(c: TablesCluster) -> None:
+    c.poll()
+    history = c.recorder.history()
+    for check in (compaction_safety, atomic_visibility):
+        result = check(history)
+        assert result.ok, result.report()
+
+
+__all__ = ["COLUMNS", "Workload", "assert_checks_pass", "seeds", "setup"]
