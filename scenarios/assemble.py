@@ -45,6 +45,7 @@ from sediment.scenarios.checkers.kv_model import KvModel, UnknownWrite
 from sediment.scenarios.checkers.watch_guarantees import log_events
 from sediment.scenarios.history import (
     CLUSTER_CLIENT,
+    TIER_CLIENT,
     Failure,
     FaultEvent,
     History,
@@ -56,6 +57,27 @@ from sediment.scenarios.processes import Dump, Missing, OpRecord
 
 REQUEST_TYPES = (Put, DeleteRange, Range, Txn, Compact)
 WRITES = (Put, DeleteRange, Txn)
+# Keys that belong to a tier running on the KV (the branch tier's refs, commits and
+# staged entries, `actors/branches/names.ROOT`): its requests are the cluster's own,
+# recorded as operations of TIER_CLIENT (one lane, in log order), not strays.
+TIER_KEY_PREFIXES: tuple[bytes, ...] = (b"/sediment/branches/",)
+
+
+def _keys(command: Any) -> list[bytes]:
+    if isinstance(command, Put | DeleteRange | Range):
+        return [command.key]
+    if isinstance(command, Txn):
+        out = [c.key for c in command.compare]
+        for op in (*command.success, *command.failure):
+            out += _keys(op)
+        return out
+    return []
+
+
+def tier_owned(command: Any) -> bool:
+    """A write of a tier that runs on the KV: every key it names is under a tier prefix."""
+    keys = _keys(command)
+    return bool(keys) and all(k.startswith(TIER_KEY_PREFIXES) for k in keys)
 
 
 @dataclass(frozen=True)
@@ -211,11 +233,14 @@ def _replayable(entries: dict[int, Any]) -> list[tuple[int, Any]]:
 
 
 def _replayed(entries: dict[int, Any]) -> dict[int, Any]:
-    """What the model answers at each index of the log (answered in index order)."""
-    model = KvModel()
+    """What the model answers at each index of the log (answered in index order). The
+    model keeps the history the log's own reads ask for (a tier's reads pinned at a
+    past revision: `KvModel()` would keep only each key's latest version)."""
+    replayable = _replayable(entries)
+    model = KvModel.for_requests(c for _, c in replayable if not isinstance(c, UnknownWrite))
     state = model.initial()
     out = {}
-    for index, command in _replayable(entries):
+    for index, command in replayable:
         state, out[index] = model.apply(state, command, index)
     return out
 
@@ -250,7 +275,7 @@ def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
     for index, command in sorted(left.items()):
         if isinstance(command, Range):
             continue  # a read nobody waits for (the cluster's own barrier): changes nothing
-        if isinstance(command, WRITES):
+        if isinstance(command, WRITES) and not tier_owned(command):
             strays.append(f"entry {index} holds {command!r:.160} which no client sent "
                           "(or sent once and it was applied twice)")
         result = replay.get(index)
@@ -260,7 +285,8 @@ def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
                  if isinstance(command, Compact) else 0.0)
         kind = {Put: "put", DeleteRange: "delete", Txn: "txn", Compact: "compact"}[
             type(command)]
-        extra.append(OpRecord(CLUSTER_CLIENT, kind, command, t0 + start,  # type: ignore[arg-type]
+        who = TIER_CLIENT if tier_owned(command) else CLUSTER_CLIENT
+        extra.append(OpRecord(who, kind, command, t0 + start,  # type: ignore[arg-type]
                               seen, outcome, result, index))
     if unknown:
         notes.append(f"{len(unknown)} committed entries could not be read from any member "

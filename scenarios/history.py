@@ -53,6 +53,7 @@ OP_KINDS: tuple[OpKind, ...] = ("put", "delete", "get", "range", "txn", "compact
 FORMAT_VERSION = 1
 
 CLUSTER_CLIENT = -1  # Op.client of what the cluster did on its own (not a client request)
+TIER_CLIENT = -2  # Op.client of a tier's requests on the KV (the branch tier's refs)
 
 DEFAULT_MAX_OPS = 200_000
 DEFAULT_MAX_WATCH_RESPONSES = 1_000_000
@@ -606,6 +607,7 @@ ERR_FUTURE_REV = kv_errors.ErrFutureRev.__name__
 
 __all__ = [
     "CLUSTER_CLIENT",
+    "TIER_CLIENT",
     "ERR_COMPACTED",
     "ERR_FUTURE_REV",
     "OP_KINDS",

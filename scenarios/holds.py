@@ -24,7 +24,10 @@ HOLD_LIMIT seconds, whatever happens to the runner.
 - snapshot_install: `install.leader.before_last_chunk`, the same server: a follower has
   staged the snapshot's live entries but not its last chunk;
 - job_leased: `blocks.worker.before_merge`, in a compaction worker's job task: a job's
-  lease held, its merge not started.
+  lease held, its merge not started;
+- compaction_started: `branches.compactor.after_step1`, in a branch staging compactor
+  (`cluster.branches`): step 1's SetIf won (the staging token sealed, the claim set),
+  the merge of step 2 not started.
 
 `flush_behind` (the flusher behind the KV's history, the compaction held at its cursor)
 is a state that lasts, not a step in code: it is still polled (`tier.wait_for_tier`).
@@ -35,11 +38,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE
+from sediment.actors.branches.shell.compactor import FAILPOINTS as COMPACTOR_FAILPOINTS
 from sediment.actors.kv.coordinator import BEFORE_PROPOSE
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.install import LEADER_BEFORE_LAST_CHUNK
 from sediment.actors.log.shell.server import LEADER_BEFORE_BACKGROUND, before_apply_point
 
+COMPACTOR_AFTER_STEP1 = COMPACTOR_FAILPOINTS[0]
 HOLD_LIMIT = 10.0  # seconds a held process waits for its release at most
 
 
@@ -61,6 +66,7 @@ HOLDS: dict[str, Hold] = {
     "physical_compaction": Hold(LEADER_BEFORE_BACKGROUND, "leader"),
     "snapshot_install": Hold(LEADER_BEFORE_LAST_CHUNK, "leader"),
     "job_leased": Hold(BEFORE_MERGE, "compaction_worker"),
+    "compaction_started": Hold(COMPACTOR_AFTER_STEP1, "branches_compactor"),
 }
 
 

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from sediment.scenarios.checkers.result import CheckResult, describe
-from sediment.scenarios.history import CLUSTER_CLIENT, FaultEvent, History, Op, WatchLog
+from sediment.scenarios.history import (
+    CLUSTER_CLIENT,
+    TIER_CLIENT,
+    FaultEvent,
+    History,
+    Op,
+    WatchLog,
+)
 from sediment.scenarios.observe import ClusterView, leaders
 from sediment.scenarios.runner import RunResult
 
@@ -66,7 +73,7 @@ def summarize(r: RunResult | RunSummary, run_dir: str = "") -> RunSummary:
 
 
 def counts(history: History) -> dict[str, int]:
-    ops = [op for op in history.ops if op.client != CLUSTER_CLIENT]
+    ops = [op for op in history.ops if op.client not in (CLUSTER_CLIENT, TIER_CLIENT)]
     return {"ok": sum(op.outcome == "ok" for op in ops),
             "fail": sum(op.outcome == "fail" for op in ops),
             "info": sum(op.outcome == "info" for op in ops),
@@ -327,9 +334,10 @@ def _op_lanes(svg: _Svg, h: History, flagged: set[int]) -> None:
     by_client: dict[int, list[Op]] = {}
     for op in h.ops:
         by_client.setdefault(op.client, []).append(op)
-    for client in sorted(by_client, key=lambda c: (c == CLUSTER_CLIENT, c)):
+    for client in sorted(by_client, key=lambda c: (c < 0, c)):
         y = svg.y
-        svg.label("cluster" if client == CLUSTER_CLIENT else f"client {client}", y)
+        svg.label({CLUSTER_CLIENT: "cluster", TIER_CLIENT: "tier"}.get(client,
+                                                                   f"client {client}"), y)
         for op in by_client[client]:
             x0 = svg.x(op.invoke_t)
             info = op.outcome == "info"

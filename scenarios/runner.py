@@ -29,6 +29,10 @@ hold samples from the start, a history compactor moves the blocks' compaction re
 during the traffic (if the scenario asks), tier roles are fault targets and tier moments
 triggers, and after step 4 the runner reads the tier (`tier_collect.py`) for the tier's
 checks.
+
+With `cluster.branches` the branch tier's services run beside the KV leader, branch
+clients run with the KV traffic (`branch_tier.py`), and after recovery the branch
+history they and the compactors recorded goes through the `branch_reads` check.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from sediment.runtime import api
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
 from sediment.scenarios import (
+    branch_tier,
     checkers,
     holds,
     nemesis,
@@ -192,6 +197,7 @@ class _Run:
         self.tier_monitor: Pid | None = None
         self.waiter: Pid | None = None
         self.tier: TierState | None = None
+        self.branches: branch_tier.Started | None = None
         self.settled = False
         self.settle_view = ""
         self.injector: nemesis.Injector | None = None
@@ -251,6 +257,10 @@ class _Run:
             from sediment.actors.etcd.server import EtcdWire
 
             settings["etcd"] = EtcdWire()
+        bspec = self.s.cluster.branches
+        if bspec is not None:
+            history, settings["branches"] = branch_tier.services(
+                self.rt, bspec, self.nodes, str(self.path / "blocks"), self.seed, CLIENT_NODE)
         self.cluster = Cluster.start(self.nodes, data_dir=str(self.path / "kv"),
                                      runtime=self.rt, top_node=CLIENT_NODE,
                                      **{**settings, **self.options})
@@ -268,6 +278,10 @@ class _Run:
         if self.s.faults:  # it also finds the leader a fault's target means
             self.waiter = self.rt.spawn(trigger_waiter.trigger_waiter, node=CLIENT_NODE,
                                         label="scenario-trigger-waiter")
+        if bspec is not None:
+            self.branches = branch_tier.start(self.rt, bspec, self.nodes,
+                                              str(self.path / "blocks"), self.seed,
+                                              CLIENT_NODE, history)
         if blocks is not None:
             self.tier_monitor = self.rt.spawn(
                 tier.tier_monitor, tier.MonitorConfig(self.nodes, t.sample_interval * 5),
@@ -299,6 +313,14 @@ class _Run:
                 self.watchers.append(self.rt.spawn(watch_client.watcher_client, wcfg,
                                                    node=CLIENT_NODE, label=f"watcher-{client}"))
                 client += 1
+        bspec = s.cluster.branches
+        if bspec is not None and self.branches is not None:
+            traffic += [self.rt.spawn(
+                branch_tier.branch_client,
+                branch_tier.ClientConfig(c, self.seed, bspec, self.nodes, self.branches,
+                                         self.recorder, t.op_timeout),
+                node=CLIENT_NODE, label=branch_tier.client_name(c))
+                for c in range(bspec.clients)]
         blocks = s.cluster.blocks
         if blocks is not None and blocks.history_compaction is not None:
             traffic.append(self.rt.spawn(
@@ -423,7 +445,9 @@ class _Run:
         names = [f"client-{c}" for c in range(s.traffic.clients)]
         if s.traffic.compactions is not None:
             names.append("compactor")
-        self._wait_done(names, t.op_timeout * 4 + 10)
+        if s.cluster.branches is not None:
+            names += branch_tier.client_names(s.cluster.branches)
+        self._wait_done(names, t.op_timeout * 8 + 10)
         if self.injector is not None:
             self.notes += self.injector.unfired()
         undone = self.injector.heal_all() if self.injector is not None else []
@@ -538,6 +562,10 @@ class _Run:
         if a.unknown_entries:
             results = [_doubt(r, a.unknown_entries) for r in results]
         out += results
+        if self.branches is not None:
+            branch_check, notes = branch_tier.collect(self.rt, self.branches)
+            out.append(branch_check)
+            self.notes += notes
         self.timings["check"] = time.monotonic() - began
         return out
 

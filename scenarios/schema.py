@@ -33,6 +33,7 @@ from sediment.scenarios.schema_blocks import (
     TierRole,
     TierTrigger,
 )
+from sediment.scenarios.schema_branches import BranchesSpec
 
 Backend = Literal["sim", "ray"]
 ClientKind = Literal["native", "grpc"]
@@ -137,6 +138,7 @@ class Cluster:
     nodes: tuple[str, ...] = ("n1", "n2", "n3")
     settings: Settings = Settings()
     blocks: BlocksSpec | None = None
+    branches: BranchesSpec | None = None  # lakeFS branches (`schema_branches.py`)
 
 
 @dataclass(frozen=True)

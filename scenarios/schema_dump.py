@@ -26,6 +26,7 @@ from sediment.scenarios.schema import (
     WatcherSpec,
 )
 from sediment.scenarios.schema_blocks import blocks_dict
+from sediment.scenarios.schema_branches import branches_dict
 
 
 def _num(x: float) -> float | int:
@@ -89,7 +90,9 @@ def scenario_dict(s: Scenario) -> dict[str, Any]:
         "duration": _num(s.duration), "backends": list(s.backends),
         "cluster": {"nodes": list(s.cluster.nodes), "settings": settings,
                     **({} if s.cluster.blocks is None
-                       else {"blocks": blocks_dict(s.cluster.blocks)})},
+                       else {"blocks": blocks_dict(s.cluster.blocks)}),
+                    **({} if s.cluster.branches is None
+                       else {"branches": branches_dict(s.cluster.branches)})},
         "traffic": traffic,
         "faults": [_fault_dict(f) for f in s.faults],
         "checks": list(s.checks),

@@ -77,6 +77,7 @@ from sediment.scenarios.schema import (
     When,
 )
 from sediment.scenarios.schema_blocks import LEADER_ONLY, read_blocks
+from sediment.scenarios.schema_branches import BRANCH_TRIGGERS, read_branches
 
 
 def parse_text(text: str, source: str) -> Scenario:
@@ -185,6 +186,7 @@ class _Validator:
         self.nodes: tuple[str, ...] = ()
         self.duration = MAX_DURATION_S
         self.blocks = False  # the scenario starts a block tier: its roles, triggers, checks
+        self.branches = False  # the scenario runs the branch tier: its triggers
 
     # -- primitives --
 
@@ -277,6 +279,7 @@ class _Validator:
         cluster = self.opt(m, "cluster", (), self.cluster, Cluster())
         self.nodes = cluster.nodes
         self.blocks = cluster.blocks is not None
+        self.branches = cluster.branches is not None
         traffic = self.opt(m, "traffic", (), self.traffic, Traffic())
         if traffic.client == "grpc" and "sim" in backends:
             self.fail(("traffic", "client"), "client: grpc needs the ray backend (the "
@@ -301,6 +304,11 @@ class _Validator:
         if not self.blocks and isinstance(v, str) and v in tier:
             self.fail(path, f"{v!r} belongs to the block tier: it needs cluster.blocks")
 
+    def needs_branches(self, v: object, path: Path_) -> None:
+        """A trigger of the branch tier in a scenario without it."""
+        if not self.branches and isinstance(v, str) and v in BRANCH_TRIGGERS:
+            self.fail(path, f"{v!r} belongs to the branch tier: it needs cluster.branches")
+
     def _all_checks(self) -> tuple[str, ...]:
         """The checks a scenario may name (and runs by default): the tier's too with one."""
         return (*CHECKS, *TIER_CHECKS) if self.blocks else CHECKS
@@ -316,11 +324,13 @@ class _Validator:
     # -- cluster --
 
     def cluster(self, v: object, path: Path_) -> Cluster:
-        m = self.mapping(v, path, ("nodes", "settings", "blocks"))
+        m = self.mapping(v, path, ("nodes", "settings", "blocks", "branches"))
         nodes = self.opt(m, "nodes", path, self.node_list, Cluster().nodes)
         settings = self.opt(m, "settings", path, self.settings, Settings())
         blocks = read_blocks(self, m["blocks"], (*path, "blocks")) if "blocks" in m else None
-        return Cluster(nodes, settings, blocks)
+        branches = (read_branches(self, m["branches"], (*path, "branches"))
+                    if "branches" in m else None)
+        return Cluster(nodes, settings, blocks, branches)
 
     def node_list(self, v: object, path: Path_) -> tuple[str, ...]:
         if isinstance(v, int) and not isinstance(v, bool):
@@ -501,12 +511,16 @@ class _Validator:
 
     def when(self, v: object, path: Path_, at: float, until: float | None) -> When:
         """`when: notice` or `when: {trigger: notice, within: 2}`."""
-        known = (*TRIGGERS, *TIER_TRIGGERS) if self.blocks else TRIGGERS
+        known: tuple[str, ...] = (*TRIGGERS, *TIER_TRIGGERS) if self.blocks else TRIGGERS
+        if self.branches:
+            known = (*known, *BRANCH_TRIGGERS)
         if isinstance(v, str):
             self.needs_tier(v, path, TIER_TRIGGERS)
+            self.needs_branches(v, path)
             return When(cast(Trigger, self.choice(v, path, known)))
         m = self.mapping(v, path, ("trigger", "within"), required=("trigger",))
         self.needs_tier(m["trigger"], (*path, "trigger"), TIER_TRIGGERS)
+        self.needs_branches(m["trigger"], (*path, "trigger"))
         trigger = cast(Trigger, self.choice(m["trigger"], (*path, "trigger"), known))
         within = self.opt(m, "within", path,
                           lambda x, p: self.number(x, p, 0.0, MAX_DURATION_S, open_lo=True), None)

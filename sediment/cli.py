@@ -3,6 +3,7 @@
 Subcommands: ``demo`` (`sediment/demo.py`), ``run`` (scenario files or directories,
 `sediment/sweep.py`), ``start`` and ``status`` (a local cluster,
 `sediment/local_cluster.py`), ``catalog status`` (`sediment/catalog_status.py`),
+``branches`` (repositories, branches and commits, `sediment/branches_cli.py`),
 ``version``. Every option's help shows its default.
 
 Logging: ``--log-level`` is what the console shows (default warning: a passing run
@@ -131,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the --data-dir the cluster was started with")
     status.add_argument("--json", action="store_true", help="print the state file as JSON")
 
+    from sediment import branches_cli
+
+    branches_cli.add_parser(sub, lambda p: _log_options(p, argparse.SUPPRESS))
     catalog = _sub(sub, "catalog", "the versioned catalog of partitioned tables")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", metavar="SUBCOMMAND")
     cstatus = catalog_sub.add_parser(
@@ -245,6 +249,10 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.backend == "sim" and argv is None:  # the program itself, not a caller
             _pin_hash_seed(sys.argv[1:])
         return sweep.cmd_run(args)
+    if args.command == "branches":
+        from sediment import branches_cli
+
+        return branches_cli.cmd_branches(args)
     if args.command == "catalog":
         if args.catalog_command != "status":
             parser.error("catalog needs a subcommand: status")

@@ -262,3 +262,59 @@ def test_recoveries_are_the_branches_with_sealed_tokens_due_when_their_claim_exp
     assert (ready, rest) == (found, [])
     ready, rest = due(found, 129.9)
     assert (ready, rest) == (found[:1], found[1:])
+
+
+def test_under_the_node_supervisors_a_whole_node_killed_takes_only_its_follower(
+        tmp_path: Path) -> None:
+    """`Cluster.start(..., branches=...)`: each node's follower is its node supervisor's
+    child. The leader's whole node is killed (with `start_branch_services` the first
+    node held the followers' top supervisor): the pair starts beside the new leader,
+    the killed node's restart brings its follower back, and a sensor-triggered
+    compaction still runs."""
+    from sediment.actors.branches.shell.service import ServicesConfig, follower_name
+
+    rt = api.start("sim", seed=29, nodes=("client", "n1", "n2", "n3"))
+    try:
+        root = str(tmp_path / "blocks")
+        config = TierConfig(compaction_interval=INTERVAL)
+        coll = rt.spawn(collector, node="client")
+        services = ServicesConfig(SensorConfig(threshold=THRESHOLD),
+                                  CompactorConfig(("n1", "n2", "n3"), root, config, RULE,
+                                                  poll_interval=1.0, recorder=coll, seed=7))
+        cluster = Cluster.start(("n1", "n2", "n3"), runtime=rt, data_dir=str(tmp_path / "kv"),
+                                backend="sim", top_node="client", branches=services)
+        history = History()
+        lake = Branches.connect(cluster, root, config=config, recorder=history, seed=5)
+        lake.tier.store.rule = RULE
+        s = Setup(rt, cluster, lake, history, coll)
+        for n in cluster.nodes:
+            assert cluster.node(n).processes()["branches"] == rt.whereis(follower_name(n))
+        assert rt.whereis("branches") is None  # no top supervisor of their own
+        s.until(s.beside_leader, "the pair beside the first leader")
+        lake.repo_create(R)
+        for i in range(12):
+            lake.put(R, "main", f"data/{i:02d}", e(f"v{i}"))
+        lake.commit(R, "main", "base")
+
+        leader = cluster.leader()
+        assert leader is not None
+        old = s.pair()
+        followers = {n: rt.whereis(follower_name(n)) for n in cluster.nodes}
+        cluster.node(leader).kill()
+        s.until(lambda: s.beside_leader() and s.pair() != old, "the pair beside the new leader")
+        for n in cluster.nodes:  # the other nodes' followers never stopped
+            if n != leader:
+                assert rt.whereis(follower_name(n)) == followers[n]
+        s.until(lambda: rt.whereis(follower_name(leader)) not in (None, followers[leader]),
+                "the killed node's follower back with its node")
+        cluster.wait_ready()
+
+        for i in range(THRESHOLD + 1):
+            lake.rm(R, "main", f"data/{i:02d}")
+        s.until(lambda: lake.branch(R, "main").compacted_metarange is not None
+                and not lake.branch(R, "main").sealed_tokens, "a sensor-triggered compaction")
+        assert lake.ls(R, "main").paths == [f"data/{i:02d}" for i in range(THRESHOLD + 1, 12)]
+        result = check_branch_reads(s.events())
+        assert result.ok, result.report()
+    finally:
+        rt.shutdown()

@@ -32,6 +32,7 @@ from typing import Any
 
 from sediment.actors.blocks.shell.cluster import BlocksCluster
 from sediment.actors.blocks.shell.tier import BlockTier, TierParts, tier_children, tier_parts
+from sediment.actors.branches.shell.service import ServicesConfig, branches_child
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
@@ -92,13 +93,17 @@ class Cluster:
               watcher_max_pending: int = 1024, runtime: Any = None,
               limits: Limits = DEFAULT_LIMITS, top_node: str | None = None,
               blocks: BlockTier | None = None, etcd: EtcdWire | None = None,
+              branches: ServicesConfig | None = None,
               **group_options: Any) -> Cluster:
         """Start the runtime (unless `runtime` is given) and every node's processes.
         `limits` go to every node's machine and to the clients. `top_node` is where the
         top supervisor runs (default: the first node); a runtime node outside the KV's
         keeps it alive when a whole KV node is killed. `blocks`: start the block tier
         on the same nodes (flusher, metastore, compaction service, workers). `etcd`:
-        serve etcd's v3 gRPC API on every node (Ray only; `endpoints()` lists them)."""
+        serve etcd's v3 gRPC API on every node (Ray only; `endpoints()` lists them).
+        `branches`: the branch tier's services (`actors/branches/shell/service.py`: a
+        follower on every node, under its node supervisor, runs the delete sensor, the
+        staging compactor and the garbage collector while the node's KV member leads)."""
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
@@ -119,7 +124,7 @@ class Cluster:
                                                host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=20,
                                                    period=10),
-                                         _children(n, spec, config, tier, wire))),
+                                         _children(n, spec, config, tier, wire, branches))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv",
                         node=top_node or names[0])
@@ -198,7 +203,8 @@ class Cluster:
 
 def _children(node: str, spec: GroupSpec, config: KvNodeConfig,
               tier: TierParts | None = None,
-              wire: EtcdConfig | None = None) -> list[ChildSpec]:
+              wire: EtcdConfig | None = None,
+              branches: ServicesConfig | None = None) -> list[ChildSpec]:
     """The log tree (with the metastore member beside the KV's when there is a block
     tier: one WAL per node), the KV node, the etcd server (in the raft host, beside the
     member it proposes to), then the block tier's processes."""
@@ -209,7 +215,8 @@ def _children(node: str, spec: GroupSpec, config: KvNodeConfig,
         "etcd", (Spawn(etcd_server, node=node, name=etcd_name(node), label=etcd_name(node),
                        host=RAFT_HOST), (wire,)))]
     return [*node_children(node, groups), kv, *server,
-            *([] if tier is None else tier_children(node, tier))]
+            *([] if tier is None else tier_children(node, tier)),
+            *([] if branches is None else [branches_child(node, branches)])]
 
 
 @dataclass

@@ -8,6 +8,9 @@ at revision r, in the final read of the keyspace:
 - a delete of a range: no key of the range shows a version from at or before r;
 - and the final header is at least r (etcd #14370: a single node lost a write on crash).
 
+A tier's own writes (`TIER_CLIENT`, taken from the committed log: the branch tier's
+services go on after the clients stop) that came after the final read are not judged.
+
 The final read is the last successful full-keyspace Range (range_end "\\0" at head) of
 the history unless one is passed. Writes to keys it does not cover are not judged.
 """
@@ -32,7 +35,7 @@ from sediment.actors.kv.types import (
 )
 from sediment.scenarios.checkers.key_model import covers
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
-from sediment.scenarios.history import History, Op, show
+from sediment.scenarios.history import TIER_CLIENT, History, Op, show
 
 NAME = "no_lost_writes"
 MAX_DETAILS = 10
@@ -118,6 +121,8 @@ def check(history: History, final: RangeResult | None = None) -> CheckResult:
     state = {kv.key: kv for kv in final.kvs}
     problems: list[Problem] = []
     for w in acknowledged(history):
+        if w.revision > final.revision and w.op.client == TIER_CLIENT:
+            continue  # a tier's own write (from the log) that came after the final read
         if w.revision > final.revision:
             problems.append((f"the final read's header {final.revision} is below it", w, None))
             continue

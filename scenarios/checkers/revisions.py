@@ -81,7 +81,9 @@ def _asked_revisions(req: object) -> list[int]:
 
 def _clients(history: History) -> Iterator[Problem]:
     best: dict[int, tuple[int, Op]] = {}  # client -> highest header seen, from which op
-    for op in sorted(history.ops, key=lambda o: o.invoke_t):
+    # ties (the cluster's own operations all start with the run) in completion, then
+    # log order: one client's operations never overlap, the cluster's are in log order
+    for op in sorted(history.ops, key=lambda o: (o.invoke_t, o.complete_t, o.index or 0)):
         seen = best.get(op.client)
         if seen is not None:
             rev, where = seen

@@ -11,9 +11,13 @@ branch reads the same, and the new compactor redoes it, `recovery.py`) and the n
 leader's follower starts a pair once the names are free. Two compactors at once would
 be safe anyway (every step is a SetIf), the names keep it to one.
 
-The followers run under a `one_for_one` supervisor (`TOP_NAME`) on the node given
-(default the KV's first); a follower whose raft member is restarting waits for it.
-`follow_leader=False` keeps the pair on that node instead.
+A cluster started with `Cluster.start(..., branches=ServicesConfig(...))` runs each
+follower under its KV node's supervisor (`branches_child`, last of the node's
+children): a node killed whole takes only its own follower, and the node's restart
+brings it back. `start_branch_services` adds them to a running cluster instead, under
+their own `one_for_one` supervisor (`TOP_NAME`) on the node given (default the KV's
+first; if that whole node dies, every follower goes with it). A follower whose raft
+member is restarting waits for it. `follow_leader=False` keeps the pair on that node.
 """
 
 from __future__ import annotations
@@ -113,6 +117,15 @@ async def branches_node(ctx: Process, config: ServicesConfig) -> None:
                                          config))
 
 
+def branches_child(node: str, config: ServicesConfig) -> ChildSpec:
+    """The follower of `node` as a child of the KV cluster's node supervisor
+    (`Cluster.start(..., branches=config)`): it lives and dies with its node's tree, so
+    a node killed whole takes only its own follower, and its restart brings it back."""
+    return ChildSpec("branches", (Spawn(branches_node, node=node, name=follower_name(node),
+                                        label=follower_name(node), host=RAFT_HOST),
+                                  (config,)))
+
+
 def start_branch_services(rt: Any, sensor: SensorConfig, compactor: CompactorConfig,
                           node: str | None = None, follow_leader: bool = True,
                           gc: GcConfig | None = None) -> Pid:
@@ -144,6 +157,6 @@ def where_services_run(rt: Any, nodes: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["TOP_NAME", "ServicesConfig", "branches_node", "follower_name", "services",
-           "services_name", "service_children", "start_branch_services",
+__all__ = ["TOP_NAME", "ServicesConfig", "branches_child", "branches_node", "follower_name",
+           "services", "services_name", "service_children", "start_branch_services",
            "where_services_run"]

@@ -1,0 +1,278 @@
+"""The branch tier in a scenario run (`cluster.branches`, `schema_branches.py`): its
+services, its repository, its clients and what the `branch_reads` check judges.
+
+- `services`: before the cluster starts, a history collector on the runner's node and
+  the services' configuration, which `Cluster.start(..., branches=...)` runs beside
+  the KV leader (a follower under every KV node's supervisor runs the sensor, the
+  compactor and the garbage collector while its member leads);
+- `start`: once the cluster runs, with `sensors: 2` a second sensor and compactor
+  pair under its own supervisor on the first KV node, whose compactor takes the
+  second sensor's triggers; the repository and its branches, created through the KV's
+  log with their events recorded.
+- `branch_client`: one client process (after the runner's Go, until the run's end):
+  puts and deletes staged on a branch (deletes reported to every sensor, as a writer
+  does, fire and forget), gets, list pages and diffs, commits, resets, and calls to a
+  compactor for a compaction (forced or not). Every flow records its events to the
+  collector; errors the tier answers (conflicts, a KV that did not answer in time, a
+  compactor that is down) are counted, not fatal.
+- `collect`: after recovery, the collected events, checked by
+  `checkers/branch_reads.py`, and notes: compactions by outcome, sensor counts,
+  client outcomes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sediment.actors.branches import commits, reads
+from sediment.actors.branches import sensor as sn
+from sediment.actors.branches.apply import SplitRule
+from sediment.actors.branches.entry import Entry
+from sediment.actors.branches.errors import BranchesError
+from sediment.actors.branches.history import Event
+from sediment.actors.branches.metarange import MetaRangeStore
+from sediment.actors.branches.sensor import SensorConfig
+from sediment.actors.branches.shell.compactor import CompactorConfig, compactor_process
+from sediment.actors.branches.shell.kv_process import ProcessKv
+from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
+from sediment.actors.branches.shell.process_env import ProcessEnv
+from sediment.actors.branches.shell.recorder import ProcessRecorder, collector
+from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_process
+from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
+from sediment.actors.branches.tier import Tier, TierConfig
+from sediment.actors.kv.errors import KvError
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+from sediment.scenarios.checkers.branch_reads import check_branch_reads
+from sediment.scenarios.checkers.result import CheckResult
+from sediment.scenarios.processes import wait_for_go
+from sediment.scenarios.schema_branches import BranchesSpec
+from sediment.supervision import ChildSpec, Spawn, start_top
+
+REPO = "scenario"
+RULE = SplitRule(min_entries=2, max_entries=16, raggedness=4)  # small ranges: many files
+SECOND_SENSOR, SECOND_COMPACTOR, SECOND_TOP = ("branches-sensor-2", "branches-compactor-2",
+                                               "branches-2")
+SETUP_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Started:
+    collector: Pid
+    root: str
+    branches: tuple[str, ...]
+    sensors: tuple[str, ...]
+    compactors: tuple[str, ...]
+
+
+def branch_names(spec: BranchesSpec) -> tuple[str, ...]:
+    return ("main", *(f"b{i}" for i in range(1, spec.branches)))
+
+
+def services(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: int,
+             client_node: str) -> tuple[Pid, ServicesConfig]:
+    """The history collector, and the services for `Cluster.start(..., branches=)`."""
+    coll = rt.spawn(collector, node=client_node, label="branch-history")
+    config = TierConfig(compaction_interval=spec.compaction_interval)
+    compactor = CompactorConfig(nodes, root, config, RULE, poll_interval=spec.poll_interval,
+                                recorder=coll, seed=seed)
+    return coll, ServicesConfig(SensorConfig(threshold=spec.threshold), compactor)
+
+
+def start(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: int,
+          client_node: str, coll: Pid) -> Started:
+    """The second pair if asked, the repository and its branches (the services run
+    with the cluster, `services`)."""
+    config = TierConfig(compaction_interval=spec.compaction_interval)
+    sensors, compactors = [SENSOR_NAME], [COMPACTOR_NAME]
+    if spec.sensors == 2:
+        second = CompactorConfig(nodes, root, config, RULE, poll_interval=spec.poll_interval,
+                                 sensor=SECOND_SENSOR, recorder=coll, seed=seed + 1)
+        children = [
+            ChildSpec("sensor", (Spawn(sensor_process, node=nodes[0], name=SECOND_SENSOR,
+                                       label=SECOND_SENSOR),
+                                 (SensorProcessConfig(SensorConfig(threshold=spec.threshold),
+                                                      SECOND_COMPACTOR),))),
+            ChildSpec("compactor", (Spawn(compactor_process, node=nodes[0],
+                                          name=SECOND_COMPACTOR, label=SECOND_COMPACTOR),
+                                    (second,)), shutdown=30.0),
+        ]
+        start_top(rt, FLAGS, children, name=SECOND_TOP, node=client_node)
+        sensors.append(SECOND_SENSOR)
+        compactors.append(SECOND_COMPACTOR)
+    names = branch_names(spec)
+    rt.run(_setup, _Setup(nodes, root, names, coll, seed), node=client_node,
+           timeout=SETUP_TIMEOUT)
+    return Started(coll, root, names, tuple(sensors), tuple(compactors))
+
+
+@dataclass(frozen=True)
+class _Setup:
+    nodes: tuple[str, ...]
+    root: str
+    branches: tuple[str, ...]
+    collector: Pid
+    seed: int
+
+
+def _tier(ctx: Process, nodes: tuple[str, ...], root: str, interval: float, coll: Pid,
+          seed: int, timeout: float = 10.0, on_delete: Any = None) -> Tier:
+    return Tier(ProcessKv(ctx, nodes, timeout=timeout), ProcessEnv(ctx, seed),
+                MetaRangeStore(root, RULE), TierConfig(compaction_interval=interval),
+                ProcessRecorder(ctx, coll), on_delete)
+
+
+async def _setup(ctx: Process, cfg: _Setup) -> None:
+    tier = _tier(ctx, cfg.nodes, cfg.root, 1.0, cfg.collector, cfg.seed)
+    await commits.create_repo(tier, REPO, cfg.branches[0])
+    for name in cfg.branches[1:]:
+        await commits.create_branch(tier, REPO, name, cfg.branches[0])
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    client: int
+    seed: int
+    spec: BranchesSpec
+    nodes: tuple[str, ...]
+    started: Started
+    recorder: Pid  # the scenario's recorder: told when this client is done
+    op_timeout: float
+
+
+def client_name(client: int) -> str:
+    return f"branch-client-{client}"
+
+
+async def branch_client(ctx: Process, cfg: ClientConfig) -> None:
+    """Process entry: branch operations after Go until the run's end, at the rate."""
+    end_t = (await wait_for_go(ctx)).end_t
+    spec, st = cfg.spec, cfg.started
+    rng = random.Random(f"sediment-branches-{cfg.seed}-{cfg.client}")
+    sensor_pids: list[Pid] = []
+
+    def on_delete(repo: str, branch: str, token: str, sealed: int) -> None:
+        for pid in sensor_pids:
+            ctx.send(pid, sn.CountDelete(repo, branch, token, sealed))
+
+    tier = _tier(ctx, cfg.nodes, st.root, spec.compaction_interval, st.collector,
+                 cfg.seed * 1000 + cfg.client, cfg.op_timeout, on_delete)
+    ops, weights = zip(*spec.mix.weights(), strict=True)
+    outcomes: dict[str, int] = {}
+    period = 1.0 / spec.rate
+    next_at = ctx.now() + period * rng.random()
+    n = 0
+    while ctx.now() < end_t:
+        wait = next_at - ctx.now()
+        if wait > 0:
+            await ctx.sleep(wait)
+        next_at = max(next_at + period, ctx.now())
+        if ctx.now() >= end_t:
+            break
+        op = rng.choices(ops, weights)[0]
+        n += 1
+        if op == "rm":
+            sensor_pids[:] = [p for p in [await ctx.whereis(s) for s in st.sensors]
+                              if p is not None]
+        try:
+            await _one(ctx, tier, cfg, rng, op, n)
+            outcome = f"{op}:ok"
+        except (BranchesError, KvError, CallError) as err:
+            outcome = f"{op}:{type(err).__name__}"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    ctx.send(cfg.recorder, ("done", client_name(cfg.client)))
+    ctx.send(st.collector, ("client_outcomes", cfg.client, outcomes))
+
+
+async def _one(ctx: Process, tier: Tier, cfg: ClientConfig, rng: random.Random, op: str,
+               n: int) -> None:
+    st, spec = cfg.started, cfg.spec
+    branch = rng.choice(st.branches)
+    path = f"p/{rng.randrange(spec.paths):04d}"
+    tag = f"c{cfg.client}-{n}"
+    if op == "put":
+        await commits.stage(tier, REPO, branch, path, Entry(f"s3://bucket/{tag}", n, tag))
+    elif op == "rm":
+        await commits.stage(tier, REPO, branch, path, None)
+    elif op == "get":
+        await reads.get_entry(tier, REPO, branch, path)
+    elif op == "ls":
+        prefix = rng.choice(("", "p/", "p/000"))
+        await reads.list_entries(tier, REPO, branch, prefix, rng.choice(("", path)),
+                                 rng.randint(1, 6))
+    elif op == "diff":
+        await reads.diff_uncommitted(tier, REPO, branch, "", rng.choice(("", path)),
+                                     rng.randint(1, 6))
+    elif op == "commit":
+        await commits.commit(tier, REPO, branch, tag)
+    elif op == "reset":
+        await commits.reset(tier, REPO, branch)
+    else:
+        compactor = await ctx.whereis(rng.choice(st.compactors))
+        if compactor is None:
+            raise _Down("no compactor registered")
+        answer = await ctx.call(compactor, ("compact", REPO, branch, rng.random() < 0.5),
+                                timeout=cfg.op_timeout * 4)
+        if isinstance(answer, tuple) and answer[:1] == ("error",) \
+                and isinstance(answer[1], BaseException):
+            raise answer[1]
+
+
+class _Down(BranchesError):
+    """The compactor a client asked was not running (moving with the KV leader)."""
+
+
+def collect(rt: Any, started: Started) -> tuple[CheckResult, list[str]]:
+    """The `branch_reads` check of the collected history, and notes for the report."""
+    answer = rt.call(started.collector, ("events",), timeout=120)
+    collected, dropped = answer
+    events: list[Event] = []
+    outcomes: dict[str, int] = {}
+    for ev in collected:
+        if isinstance(ev, tuple) and ev[:1] == ("client_outcomes",):
+            for k, v in ev[2].items():
+                outcomes[k] = outcomes.get(k, 0) + v
+        else:
+            events.append(ev)
+    notes = [f"branch clients: {_counts(outcomes)}"]
+    if dropped:
+        notes.append(f"branch history: {dropped} events dropped (collector full)")
+    for name in started.compactors:
+        notes.append(f"{name}: {_status(rt, name, 'counts')}")
+    for name in started.sensors:
+        status = _status(rt, name, None)
+        notes.append(f"{name}: {status}")
+    kinds: dict[str, int] = {}
+    for ev in events:
+        kind = getattr(ev, "kind", None) if type(ev).__name__ in ("Updated", "Lost") else None
+        if kind is not None:
+            key = f"{type(ev).__name__.lower()}:{kind}"
+            kinds[key] = kinds.get(key, 0) + 1
+    notes.append(f"branch updates: {_counts(kinds)}")
+    return check_branch_reads(events), notes
+
+
+def _status(rt: Any, name: str, field: str | None) -> str:
+    try:
+        answer = rt.call(name, ("status",), timeout=10)
+    except CallError as err:
+        return f"no status ({type(err).__name__})"
+    if field is not None and isinstance(answer, dict):
+        answer = answer.get(field, answer)
+    return repr(answer)[:300]
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def client_names(spec: BranchesSpec) -> Sequence[str]:
+    return [client_name(c) for c in range(spec.clients)]
+
+
+__all__ = ["REPO", "ClientConfig", "Started", "branch_client", "branch_names",
+           "client_name", "client_names", "collect", "services", "start"]
