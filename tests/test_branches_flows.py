@@ -598,9 +598,12 @@ def test_committed_and_branch_listing_pages(lake: Lake) -> None:
         run_sync(get_entry(lake.api.tier, R, "main", "dir/00"))
 
 
-def test_metrics_record_compaction_time_sealed_tokens_and_setif_conflicts(lake: Lake) -> None:
+def test_metrics_record_compaction_time_sealed_tokens_and_setif_conflicts(
+        lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     from sediment import metrics as m
 
+    # the local registry, also when an earlier test left the session's Ray running
+    monkeypatch.setattr(m, "_in_ray", lambda: False)
     m.reset()
     put(lake, "main", "a", "1")
     run_sync(compactor.step1(lake.api.tier, R, "main", force=True))

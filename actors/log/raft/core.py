@@ -139,6 +139,7 @@ def step(state: RaftState, event: Event) -> tuple[RaftState, list[Effect]]:
             snapshot_install.on_send_failed(s, to, index, out)
         case _:
             raise RaftProtocolError(f"not a raft event: {event!r}")
+    replication.tell_leaving(s, out)
     membership.after_step(s, out)
     replication.apply_committed(s, out)
     if s.reads:

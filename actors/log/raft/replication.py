@@ -98,6 +98,18 @@ def notify_commit(s: RaftState, now: float, out: Out) -> None:
             nudge(s, peer, out, ack=False)
 
 
+def tell_leaving(s: RaftState, out: Out) -> None:
+    """Before the leader forgets the members a committed configuration removed, each
+    hears the commit once more (lazily announced commits would never reach it): knowing
+    its removal committed, it never campaigns again."""
+    if s.role != "leader" or not s.leaving or membership.latest_index(s) > s.commit:
+        return
+    for peer in s.leaving:
+        pr = s.progress.get(peer)
+        if pr is not None and pr.commit_sent < s.commit:
+            nudge(s, peer, out, ack=False)
+
+
 def commit_advanced(s: RaftState, out: Out) -> None:
     """The leader's commit moved: announce it now, or by `commit_notify_delay`."""
     if s.config.commit_notify_delay <= 0:
