@@ -123,7 +123,8 @@ def sediment(path: Path, settle: float, seconds: float) -> dict[str, Any]:
     count: Counter[str] = Counter()
     signals: dict[str, Counter[str]] = defaultdict(Counter)
     for os_pid, info in last.items():
-        k = kind(info["label"])
+        k = (f"host {info['name']}" if info["name"]  # a named host: every process in it
+             else kind(info["labels"][0] if info["labels"] else ""))
         cores[k] += per.get(os_pid, 0.0)
         count[k] += 1
         before = first.get(os_pid, {}).get("received", {})
