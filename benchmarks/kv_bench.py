@@ -50,14 +50,13 @@ from sediment.actors.kv.machine import DB_FILE  # noqa: E402
 from sediment.actors.kv.store import Store  # noqa: E402
 from sediment.actors.kv.types import Put, Txn  # noqa: E402
 
-VALUE = b"v" * 100
+VALUE = etcd_load.VALUE  # one value size for every row
 RAW_SCHEMA = ("CREATE TABLE records (revision INTEGER PRIMARY KEY, key BLOB, value BLOB, "
               "create_revision INTEGER, mod_revision INTEGER, version INTEGER, "
               "deleted INTEGER, compacted_at INTEGER)")
 
 
-def _key(i: int, keys: int) -> bytes:
-    return b"bench/%08d" % (i % keys)
+_key = etcd_load.key
 
 
 # -- raw SQLite ---------------------------------------------------------------------------
