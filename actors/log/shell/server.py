@@ -47,7 +47,7 @@ from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftConfig, RaftState, last_index
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
-from sediment.actors.log.shell import install
+from sediment.actors.log.shell import batching, install
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.conf_meta import from_meta, to_meta
 from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
@@ -281,7 +281,7 @@ async def _next_message(shell: _Shell, state: RaftState) -> Any:
         left = shell.piece_due - ctx.now()
         if left > 0:
             try:
-                return await _receive(shell, state, min(BACKGROUND_PAUSE, left))
+                return await batching.receive(shell, state, min(BACKGROUND_PAUSE, left))
             except ReceiveTimeout:
                 pass
         shell.piece_due = ctx.now() + BACKGROUND_MAX_WAIT
@@ -292,59 +292,7 @@ async def _next_message(shell: _Shell, state: RaftState) -> Any:
         except FailpointError:
             continue
         shell.busy = shell.machine.background()
-    return await _receive(shell, state, None)
-
-
-OPEN_BATCHES = 2  # proposal batches a leader keeps between its append and their commit
-BATCH_HOLD = 0.02  # seconds at most that new proposals wait for an open batch to commit
-
-
-def _not_propose(msg: Any) -> bool:
-    return not _is_propose(msg)
-
-
-def _hold_left(shell: _Shell, state: RaftState) -> float | None:
-    """Group commit: while OPEN_BATCHES proposal batches are appended and not committed,
-    new proposals wait in the mailbox and then go as one batch (one log write, one
-    AppendEntries per follower) instead of one batch each: under many clients the batch
-    grows with the load, with one client nothing waits. Seconds the hold has left, None
-    when proposals may be taken. A hold never outlasts BATCH_HOLD (a batch that cannot
-    commit, no quorum, does not stall what follows any longer than that)."""
-    opened = shell.open_batches
-    if state.role != "leader":
-        opened.clear()
-    while opened and opened[0] <= state.commit:
-        opened.pop(0)
-    if len(opened) < OPEN_BATCHES:
-        shell.held_since = None
-        return None
-    now = shell.ctx.now()
-    if shell.held_since is None:
-        shell.held_since = now
-    left = shell.held_since + BATCH_HOLD - now
-    if left <= 0:
-        opened.pop(0)
-        shell.held_since = None
-        return None
-    return left
-
-
-async def _receive(shell: _Shell, state: RaftState, timeout: float | None) -> Any:
-    """The next message (ReceiveTimeout after `timeout`), proposals held back while the
-    group commit says so."""
-    ctx = shell.ctx
-    deadline = None if timeout is None else ctx.now() + timeout
-    while True:
-        hold = _hold_left(shell, state)
-        left = None if deadline is None else max(0.0, deadline - ctx.now())
-        if hold is None:
-            return await ctx.receive(timeout=left)
-        try:
-            return await ctx.receive(_not_propose, timeout=hold if left is None
-                                     else min(hold, left))
-        except ReceiveTimeout:
-            if deadline is not None and ctx.now() >= deadline:
-                raise
+    return await batching.receive(shell, state, None)
 
 
 def _trim_event(shell: _Shell, state: RaftState) -> rp.Event | None:
@@ -414,20 +362,6 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
     return None
 
 
-MAX_BATCH = 512  # proposals (or reads) stepped as one batch
-
-
-def _is_propose(msg: Any) -> bool:
-    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
-            and len(msg.request) == 2 and msg.request[0] == "propose"
-            and msg.request[1] is not None)
-
-
-def _is_read(msg: Any) -> bool:
-    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
-            and len(msg.request) == 2 and msg.request[0] == "read_index")
-
-
 def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     request = call.request
     ctx = shell.ctx
@@ -441,7 +375,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
             return None
         # every proposal already waiting goes in the same batch: one log write, one
         # AppendEntries per follower for all of them
-        more = ctx.receive_all(_is_propose, MAX_BATCH - 1)
+        more = ctx.receive_all(batching.is_propose, batching.MAX_BATCH - 1)
         items = ((request[1], call.from_), *((m.request[1], m.from_) for m in more))
         shell.batches += 1
         shell.proposals += len(items)
@@ -450,7 +384,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         if len(request) != 2:
             ctx.reply(call.from_, ("error", "bad_read", None))
             return None
-        more = ctx.receive_all(_is_read, MAX_BATCH - 1)
+        more = ctx.receive_all(batching.is_read, batching.MAX_BATCH - 1)
         refs = ((call.from_, request[1]), *((m.from_, m.request[1]) for m in more))
         return rp.ReadIndex(refs, ctx.now())
     if kind == "change":  # ("change", op, node): add_learner, promote or remove
