@@ -1,6 +1,7 @@
 """The MVCC store of the Netsy KV: etcd 3.4 semantics, synchronous, over one SQLite file (WAL).
 
-Tables
+Tables (declared, with their migrations, in `actors/schemas/kv_file.py`; opening a file
+of an earlier release migrates it; reads and writes here are plain `sqlite3`)
 - `records(revision, sub, key, value, create_revision, mod_revision, version, deleted,
   compacted_at)`: one row per change, etcd's (main, sub) revision: `sub` numbers the
   changes of one request in the order it made them (a txn's ops in op order, a
@@ -67,47 +68,13 @@ from sediment.actors.kv.types import (
     TxnResult,
 )
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
+from sediment.actors.schemas import KV_FILE, migrate
 
 DEFAULT_COMPACTION_BATCH = 1000  # etcd's CompactionBatchLimit default
 FIRST_REVISION = 1  # etcd: an empty store is at revision 1, its first write is 2
 NO_COMPACTION = -1  # etcd's compactMainRev before any compaction
 
 ALL_KEYS = v.ALL_KEYS  # range_end meaning "every key >= key" (types.ALL_KEYS)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    revision INTEGER NOT NULL,
-    sub INTEGER NOT NULL DEFAULT 0,
-    key BLOB NOT NULL,
-    value BLOB,
-    create_revision INTEGER NOT NULL,
-    mod_revision INTEGER NOT NULL,
-    version INTEGER NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0,
-    compacted_at INTEGER,
-    lease INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (key, revision, sub)
-);
-CREATE INDEX IF NOT EXISTS records_by_revision ON records (revision, sub);
-CREATE TABLE IF NOT EXISTS compactions (
-    revision INTEGER PRIMARY KEY,
-    finished INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS meta (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entries (
-    revision INTEGER PRIMARY KEY,
-    raft_index INTEGER NOT NULL,
-    path TEXT
-);
-CREATE TABLE IF NOT EXISTS leases (
-    id INTEGER PRIMARY KEY,
-    ttl INTEGER NOT NULL,
-    remaining INTEGER NOT NULL DEFAULT 0
-);
-"""
 
 # A later change of the same key: a higher revision, or the same one and a higher sub.
 _LATER = "(n.revision > r.revision OR (n.revision = r.revision AND n.sub > r.sub))"
@@ -159,6 +126,21 @@ def prefix_end(prefix: bytes) -> bytes:
     return ALL_KEYS
 
 
+def read_revisions(db: sqlite3.Connection) -> tuple[int, int, int]:
+    """(head, compact revision, finished compact revision) of a KV file, the last two
+    NO_COMPACTION before any; read only (`sediment inspect` reads a file with it too)."""
+    q = db.execute
+    meta_head = q("SELECT value FROM meta WHERE name = 'head'").fetchone()
+    rec_head = q("SELECT MAX(revision) FROM records").fetchone()[0] or 0
+    compact = q("SELECT MAX(revision) FROM compactions").fetchone()[0]
+    compact_main = NO_COMPACTION if compact is None else compact
+    finished = q("SELECT MAX(revision) FROM compactions WHERE finished = 1").fetchone()[0]
+    finished_rev = NO_COMPACTION if finished is None else finished
+    # etcd #17780: the head never goes below the (scheduled) compact revision.
+    head = max(meta_head[0] if meta_head else FIRST_REVISION, rec_head, compact_main)
+    return head, compact_main, finished_rev
+
+
 class Store:
     """One node's MVCC store. Not thread-safe; one owner process drives it.
 
@@ -184,25 +166,13 @@ class Store:
         self._batching = False  # inside batch(): writes are savepoints of its transaction
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.executescript(_SCHEMA)
-        columns = {r[1] for r in self._db.execute("PRAGMA table_info(records)")}
-        if "lease" not in columns:  # a store written before leases
-            self._db.execute("ALTER TABLE records ADD COLUMN lease INTEGER NOT NULL DEFAULT 0")
+        migrate(self._db, KV_FILE)  # the tables: actors/schemas/kv_file.py
         self._load()
 
     # ------------------------------------------------------------------ state --
 
     def _load(self) -> None:
-        q = self._db.execute
-        meta_head = q("SELECT value FROM meta WHERE name = 'head'").fetchone()
-        rec_head = q("SELECT MAX(revision) FROM records").fetchone()[0] or 0
-        compact = q("SELECT MAX(revision) FROM compactions").fetchone()[0]
-        self._compact_main = NO_COMPACTION if compact is None else compact
-        finished = q("SELECT MAX(revision) FROM compactions WHERE finished = 1").fetchone()[0]
-        self._finished_rev = NO_COMPACTION if finished is None else finished
-        # etcd #17780: the head never goes below the (scheduled) compact revision.
-        self._head = max(meta_head[0] if meta_head else FIRST_REVISION, rec_head,
-                         self._compact_main)
+        self._head, self._compact_main, self._finished_rev = read_revisions(self._db)
 
     @property
     def head(self) -> int:
@@ -756,4 +726,4 @@ def live_indexes(store: Store) -> list[int]:
 
 
 __all__ = ["ALL_KEYS", "FIRST_REVISION", "NO_COMPACTION", "Store", "live_indexes",
-           "prefix_end"]
+           "prefix_end", "read_revisions"]
