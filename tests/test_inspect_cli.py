@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,15 @@ def test_a_broken_file_is_reported_and_the_rest_shown(
     assert "groups/kv/kv.sqlite" in captured.out
     assert f"{broken}: cannot open as SQLite" in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_a_file_of_a_later_release_is_named_so(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    Store(tmp_path / "kv.sqlite").close()
+    with sqlite3.connect(tmp_path / "kv.sqlite") as conn:
+        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                     "VALUES ('kv', 'kv_from_the_future', 'later')")
+    assert cli.main(["inspect", str(tmp_path), "--json"]) == 0
+    (info,) = json.loads(capsys.readouterr().out)["files"]
+    assert info["state"].startswith("from a later release")
+    assert info["unknown"] == ["kv_from_the_future"] and "head" not in info
