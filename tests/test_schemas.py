@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,28 @@ def test_a_partition_file_of_the_previous_release_migrates_and_loads(tmp_path: P
     with sqlite3.connect(fresh / "partition.db") as new, sqlite3.connect(path) as old:
         for table in PARTITION_TABLES:
             assert _shape(new, table) == _shape(old, table), table
+
+
+def test_the_version_table_is_sqlite_utils_one() -> None:
+    from sqlite_utils.migrations import Migrations
+
+    assert VERSION_TABLE == Migrations.migrations_table
+
+
+def test_opening_stores_loads_neither_pandas_nor_sqlite_utils_for_a_current_file(
+        tmp_path: Path) -> None:
+    """sqlite-utils would import pandas and numpy (seconds, 80 MB a process): a new file
+    imports sqlite-utils without them, a current file not even sqlite-utils."""
+    script = (
+        "import sys; from sediment.actors.kv.store import Store\n"
+        "Store(sys.argv[1]).close()\n"
+        "new = sorted(m for m in ('pandas', 'numpy', 'sqlite_utils') if m in sys.modules)\n"
+        "for m in list(sys.modules):\n"
+        "    if m.startswith('sqlite_utils'): del sys.modules[m]\n"
+        "Store(sys.argv[1]).close()\n"
+        "again = 'sqlite_utils' in sys.modules\n"
+        "import numpy\n"  # still importable afterwards
+        "print(new, again)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "kv.sqlite")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['sqlite_utils'] False"

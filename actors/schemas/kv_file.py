@@ -15,9 +15,12 @@ tables appeared: `records` gained `lease` after it shipped, `auth` came last.
 
 from __future__ import annotations
 
-from sqlite_utils import Database
+from typing import TYPE_CHECKING
 
 from sediment.actors.schemas.migrate import FileKind
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 
 def _tables(db: Database) -> None:

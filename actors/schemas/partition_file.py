@@ -9,9 +9,12 @@ every release before versioning created (a no-op on such a file).
 
 from __future__ import annotations
 
-from sqlite_utils import Database
+from typing import TYPE_CHECKING
 
 from sediment.actors.schemas.migrate import FileKind
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 
 def _tables(db: Database) -> None:
