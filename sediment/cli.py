@@ -4,7 +4,8 @@ Subcommands: ``demo`` (`sediment/demo.py`), ``run`` (scenario files or directori
 `sediment/sweep.py`), ``start`` and ``status`` (a local cluster,
 `sediment/local_cluster.py`), ``catalog status`` (`sediment/catalog_status.py`),
 ``branches`` (repositories, branches and commits, `sediment/branches_cli.py`),
-``version``. Every option's help shows its default.
+``inspect`` (a node's SQLite files, `sediment/inspect_node.py`), ``version``. Every
+option's help shows its default.
 
 Logging: ``--log-level`` is what the console shows (default warning: a passing run
 prints its table and report path and nothing else); a run's own log file in its report
@@ -148,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     cstatus.add_argument("--seed", type=int_at_least(0), default=0, help="the simulator's seed")
     cstatus.add_argument("--json", action="store_true", help="print the status as JSON")
 
+    from sediment import inspect_node
+
+    inspect_node.add_parser(sub, lambda p: _log_options(p, argparse.SUPPRESS), HelpFormatter)
+
     version_parser = _sub(sub, "version", "print the version")
     version_parser.add_argument("--all", action="store_true",
                                 help="also print Python's and the dependencies' versions")
@@ -259,6 +264,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from sediment import catalog_status
 
         return catalog_status.cmd_status(args)
+    if args.command == "inspect":
+        from sediment import inspect_node
+
+        return inspect_node.cmd_inspect(args)
     if args.command in ("start", "status"):
         from sediment import local_cluster
 

@@ -286,7 +286,8 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
         assert action.help, action.dest
 
 
-@pytest.mark.parametrize("command", ["", "run", "start", "status", "version", "demo"])
+@pytest.mark.parametrize("command", ["", "run", "start", "status", "version", "demo",
+                                     "inspect"])
 def test_help_shows_the_defaults(command: str) -> None:
     result = run(*([command] if command else []), "--help")
     assert result.returncode == 0, result.stderr

@@ -207,7 +207,7 @@ def test_copy_of_a_damaged_record_never_launders_it(tmp_path: Path, verify: bool
 def test_spans_cover_large_files_in_bounded_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sediment.actors.log.storage import segment as segmod
+    from sediment.actors.log.storage import segment_reader as segmod
 
     monkeypatch.setattr(segmod, "_READ_SPAN", 500)
     p = str(tmp_path / "00000001.segment")

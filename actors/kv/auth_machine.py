@@ -1,12 +1,12 @@
 """The auth part of the KV machine: where `auth_store`'s decisions meet the store.
 
-`AuthKeeper` holds the replicated auth state (persisted as one JSON row in the store's
-SQLite, committed with `applied`), the simple tokens (memory only, as etcd's: a
-restarted member forgets them and their clients authenticate again), and checks a
-`Wire` request against both before the machine executes it: with auth off every request
-runs; with auth on a request without a user is ErrUserEmpty, one checked against an
-older auth revision ErrAuthOldRevision, one the user's roles do not cover
-ErrPermissionDenied, and nothing changes.
+`AuthKeeper` holds the replicated auth state (persisted as one JSON row of the store's
+SQLite `auth` table, declared in `actors/schemas/kv_file.py`, committed with `applied`),
+the simple tokens (memory only, as etcd's: a restarted member forgets them and their
+clients authenticate again), and checks a `Wire` request against both before the machine
+executes it: with auth off every request runs; with auth on a request without a user is
+ErrUserEmpty, one checked against an older auth revision ErrAuthOldRevision, one the
+user's roles do not cover ErrPermissionDenied, and nothing changes.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ from sediment.actors.kv.types import (
     Txn,
 )
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS auth (id INTEGER PRIMARY KEY CHECK (id = 1), doc TEXT)"
 MAX_TOKENS = 100_000  # simple tokens kept; the oldest are dropped beyond it
 
 
 class AuthKeeper:
     def __init__(self, store: Store) -> None:
         self.store = store
-        store._db.execute(_SCHEMA)
         row = store._db.execute("SELECT doc FROM auth WHERE id = 1").fetchone()
         self.state = au.AuthState.from_json(row[0] if row else None)
         self.tokens: dict[str, str] = {}

@@ -204,7 +204,7 @@ def _apply(run: _Run, ops: Sequence[TxnOp], nested: Iterator[Plan]) -> None:
 
 
 def _put(run: _Run, op: Put) -> PutResult:
-    from sediment.actors.kv.store import _kv
+    from sediment.actors.kv.store_base import _kv
 
     s, rev = run.store, run.rev
     prev = s._latest(op.key, rev)
@@ -229,7 +229,7 @@ def _put(run: _Run, op: Put) -> PutResult:
 
 
 def _delete(run: _Run, op: DeleteRange) -> DeleteResult:
-    from sediment.actors.kv.store import _kv
+    from sediment.actors.kv.store_base import _kv
 
     s, rev = run.store, run.rev
     rows = s._live_rows(op.key, op.range_end, rev)

@@ -11,11 +11,11 @@ entry applies (the node proposes one after each minimum tx time update, so the v
 is published without waiting for traffic). A restart opens the last flush and the raft
 log replays what followed it.
 
-Tables: `meta` (applied index, flushed index, the minimum tx time state), `versions`
-(committed row versions with commit time and the schema version they were written
-under), `intents` (write intents), `txs` (the records of transactions this partition
-is the commit partition of). Keys and rows are pickled: local storage, read back by
-this module only.
+Tables (declared in `actors/schemas/partition_file.py`): `meta` (applied index, flushed
+index, the minimum tx time state), `versions` (committed row versions with commit time
+and the schema version they were written under), `intents` (write intents), `txs` (the
+records of transactions this partition is the commit partition of). Keys and rows are
+pickled: local storage, read back by this module only.
 
 Queries (the raft server's `("query", q)` or `("read_index", q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
@@ -36,6 +36,7 @@ from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.hosted import HostedMachine
+from sediment.actors.schemas import PARTITION_FILE, migrate
 from sediment.actors.tables import mvcc, partition
 from sediment.actors.tables.min_tx_time import MinTxTimeState
 from sediment.actors.tables.mvcc import PartitionRows, RowKey, RowVersion, WriteIntent
@@ -93,18 +94,6 @@ class MinTxQuery:
     pass
 
 
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB)",
-    "CREATE TABLE IF NOT EXISTS versions (table_id INTEGER, key BLOB, seq INTEGER, "
-    "commit_ts INTEGER, schema_version INTEGER, row BLOB, tx_id TEXT)",
-    "CREATE TABLE IF NOT EXISTS intents (table_id INTEGER, key BLOB, tx_id TEXT, "
-    "commit_zone INTEGER, commit_partition INTEGER, begin_ts INTEGER, "
-    "schema_version INTEGER, catalog_version INTEGER, row BLOB)",
-    "CREATE TABLE IF NOT EXISTS txs (tx_id TEXT PRIMARY KEY, status TEXT, commit_ts INTEGER, "
-    "enlisted BLOB)",
-)
-
-
 def group_of_name(group_name: str) -> ZonePartition:
     """`part-<zone>-<partition>` -> the zone partition."""
     _, zone, part = group_name.rsplit("-", 2)
@@ -118,9 +107,7 @@ class PartitionMachine:
         os.makedirs(group_dir, exist_ok=True)
         self.db = sqlite3.connect(os.path.join(group_dir, "partition.db"),
                                   check_same_thread=False)
-        with self.db:
-            for statement in SCHEMA:
-                self.db.execute(statement)
+        migrate(self.db, PARTITION_FILE)  # the tables: actors/schemas/partition_file.py
         self.state = self._load(group)
         self.applied = self.state.applied
         self.flushes = 0

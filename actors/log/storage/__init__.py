@@ -6,9 +6,11 @@ Ray and asyncio makes every durable step testable by a crash at a named failpoin
 followed by recovery on the directory.
 
 Modules: `records` (entry encoding, torn vs corrupt), `wal` (one per node, group
-commit), `segment` (per-group files with CRCs and an index), `segrefs` (the server's
-list of segment ranges), `flush` (WAL -> segments), `snapshot` (snapshots with live
-indexes, `SnapshotState`), `compaction` (minor, major, recovery), `failpoints` (names).
+commit), `segment` (per-group files with CRCs and an index: `segment_format`,
+`segment_reader`, `segment_writer`, `segment_copy`), `segrefs` (the server's list of
+segment ranges), `flush` (WAL -> segments), `snapshot` (snapshots with live indexes,
+`SnapshotState`), `compaction` (minor, major; `compaction_plan`, `compaction_recovery`,
+`compaction_files`, `compaction_result`), `failpoints` (names).
 
 Layout the shells use, per node: ``<node>/wal/NNNNNNNN.wal`` and, per group,
 ``<node>/groups/<group>/segments/`` and ``<node>/groups/<group>/snapshots/``.

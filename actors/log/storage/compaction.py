@@ -56,6 +56,11 @@ the log-compaction-failpoints scenario, sim seed 142: the member crash-looped on
 entry 209 is in no log here"). Groups are adjacent among the segments with live
 entries, so every regular segment numbered between a committed leader's first and last
 member that is not a member was dead or orphaned then: recovery deletes it.
+
+Modules: this one runs minor and major compaction (and allows one at a time); the plan
+of a major is `compaction_plan.py`, crash recovery `compaction_recovery.py`, the marker,
+link and deletion helpers `compaction_files.py`, the result `compaction_result.py`.
+Every name is importable from here.
 """
 
 from __future__ import annotations
@@ -63,38 +68,43 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from sediment.log import get_logger
 
-from .errors import CompactionError, CorruptSegment
+from .compaction_files import (
+    _KIND_MARKER,
+    COMPACTING_SUFFIX,
+    LINK_SUFFIX,
+    MARKER_SUFFIX,
+    SYMLINK_KEEP_S,
+    _link,
+    _stem,
+    delete_unreferenced,
+    purge_dangling_symlinks,
+    purge_symlinks,
+)
+from .compaction_plan import SegmentInfo, _close, _plan, compaction_groups, segment_infos
+from .compaction_recovery import recover_compaction
+from .compaction_result import CompactionResult, CompactionType
 from .failpoints import Failpoint, no_fp
 from .fsutil import (
-    FrameError,
     frame,
     fsync_dir,
-    is_regular,
-    is_symlink,
-    list_dir,
-    read_file,
-    unframe,
     unlink_if_exists,
     write_file_durable,
 )
 from .segment import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MAX_SIZE,
-    FLAG_COMPACTED,
-    SegmentReader,
     SegmentWriter,
     Selection,
     copy_selections,
     list_segment_files,
-    read_header,
 )
-from .segrefs import SEGMENT_SUFFIX, SegRef, SegRefs, compactable, segment_number
+from .segrefs import SegRef, SegRefs, compactable, segment_number
 from .snapshot import SnapshotState
 
 __all__ = [
@@ -118,39 +128,7 @@ __all__ = [
 
 _log = get_logger("sediment.log.storage.compaction")
 
-CompactionType = Literal["minor", "major"]
-MARKER_SUFFIX: Final = ".compaction_group"
-COMPACTING_SUFFIX: Final = ".compacting"
-LINK_SUFFIX: Final = ".link"
-SYMLINK_KEEP_S: Final = 60  # Ra's SYMLINK_KEEPFOR_S
 DEFAULT_NUM_MINORS: Final = 8  # Ra's {num_minors, 8}
-GROUPING_THRESHOLD: Final = 0.5
-_KIND_MARKER: Final = b"CGRP"
-_KNOWN_SUFFIXES: Final = (SEGMENT_SUFFIX, MARKER_SUFFIX, COMPACTING_SUFFIX, LINK_SUFFIX)
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """What a compaction did (Ra's ``#compaction_result{}``).
-
-    ``unreferenced``: segment files with no live entry; the server drops their refs,
-    then deletes them (`delete_unreferenced`). ``linked``: files now symlinks to a
-    compacted leader; drop their refs (the links are purged later). ``compacted_segrefs``:
-    the new refs of the compacted leaders; they replace the leaders' refs.
-    """
-
-    type: CompactionType = "minor"
-    unreferenced: tuple[str, ...] = ()
-    linked: tuple[str, ...] = ()
-    compacted_segrefs: tuple[SegRef, ...] = ()
-
-    @property
-    def is_empty(self) -> bool:
-        return not (self.unreferenced or self.linked or self.compacted_segrefs)
-
-    def apply_to(self, refs: SegRefs) -> SegRefs:
-        """The server's refs after this result (do this before deleting files)."""
-        return refs.apply(self.unreferenced, self.linked, self.compacted_segrefs)
 
 
 # -- only one at a time -----------------------------------------------------------------
@@ -228,151 +206,7 @@ def minor_compaction(refs: Iterable[SegRef], state: SnapshotState) -> Compaction
     return CompactionResult("minor", unreferenced=tuple(dead))
 
 
-# -- major: planning ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    """A compactable segment with live entries: what grouping decides on."""
-
-    ref: SegRef
-    num_entries: int  # every record in the file
-    data_size: int  # bytes of every record in the file
-    live: tuple[int, ...]  # live indexes the file holds inside the ref's range
-    live_size: int  # bytes of those records
-
-    @property
-    def sparse(self) -> bool:
-        """Fewer than half its entries, or under half its bytes, are live."""
-        if self.num_entries == 0 or self.data_size == 0:
-            return True
-        return (
-            len(self.live) / self.num_entries < GROUPING_THRESHOLD
-            or self.live_size / self.data_size < GROUPING_THRESHOLD
-        )
-
-
-def compaction_groups(
-    infos: Sequence[SegmentInfo], max_count: int, max_size: int
-) -> list[list[SegmentInfo]]:
-    """Groups of adjacent sparse segments whose live entries fit one segment.
-
-    Ra's ``take_group``: oldest first, a sparse segment joins the current group while
-    the group's live count stays <= ``max_count`` and its live bytes <= ``max_size``; a
-    segment that would overflow closes the group (and starts the next one); a dense
-    segment closes the group and is skipped; a sparse segment too big to fit even an
-    empty group is skipped (PR #590: it used to loop forever).
-    """
-    groups: list[list[SegmentInfo]] = []
-    cur: list[SegmentInfo] = []
-    cnt = size = 0
-    k = 0
-    while k < len(infos):
-        info = infos[k]
-        n, s = len(info.live), info.live_size
-        if not info.sparse:
-            if cur:
-                groups.append(cur)
-                cur, cnt, size = [], 0, 0
-            k += 1
-            continue
-        if cnt + n > max_count or size + s > max_size:
-            if not cur:
-                k += 1  # alone it does not fit: skip it
-                continue
-            groups.append(cur)
-            cur, cnt, size = [], 0, 0
-            continue  # reconsider this segment for a new group
-        cur.append(info)
-        cnt += n
-        size += s
-        k += 1
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-def segment_infos(
-    seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
-) -> tuple[list[str], list[SegmentInfo]]:
-    """Split ``refs`` into files with no live entry and infos of those with some."""
-    dead, infos, sels = _plan(seg_dir, refs, state)
-    _close(sels)
-    return dead, infos
-
-
-def _close(sels: dict[str, Selection]) -> None:
-    for s in sels.values():
-        s.reader.close()
-
-
-def _plan(
-    seg_dir: str, refs: Sequence[SegRef], state: SnapshotState
-) -> tuple[list[str], list[SegmentInfo], dict[str, Selection]]:
-    """`segment_infos`, keeping each live segment's selection (its reader open, its
-    live records looked up once) for the copy."""
-    dead: list[str] = []
-    infos: list[SegmentInfo] = []
-    sels: dict[str, Selection] = {}
-    try:
-        for ref in refs:
-            live = state.live_in(ref.first, ref.last)
-            sel = _select(seg_dir, ref, live) if live else None
-            if sel is None:
-                dead.append(ref.file)
-                continue
-            sels[ref.file] = sel
-            r = sel.reader
-            present = live if len(sel) == len(live) else tuple(sel.indexes)
-            infos.append(SegmentInfo(ref, r.num_entries, r.data_size, present, sel.size))
-    except BaseException:
-        _close(sels)
-        raise
-    return dead, infos, sels
-
-
-def _select(seg_dir: str, ref: SegRef, live: tuple[int, ...]) -> Selection | None:
-    """The live records ``ref``'s file holds (its reader open), None if there are none."""
-    r = SegmentReader.open(os.path.join(seg_dir, ref.file))
-    try:
-        sel = r.select(live)
-    except BaseException:
-        r.close()
-        raise
-    if len(sel) != len(live):
-        _log.warning(
-            "live indexes missing from their segment",
-            file=ref.file,
-            missing=len(live) - len(sel),
-        )
-    if not sel.positions:
-        r.close()
-        return None
-    return sel
-
-
 # -- major: the protocol ------------------------------------------------------------------
-
-
-def _stem(name: str) -> str:
-    return name.split(".", 1)[0]
-
-
-def _read_marker(path: str) -> list[str]:
-    names = json.loads(unframe(_KIND_MARKER, read_file(path)))
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise ValueError("marker is not a non-empty list of file names")
-    return names
-
-
-def _link(seg_dir: str, leader: str, name: str, fp: Failpoint) -> None:
-    """Replace segment ``name`` by a symlink to ``leader``: X.link, then rename."""
-    link = os.path.join(seg_dir, _stem(name) + LINK_SUFFIX)
-    unlink_if_exists(link)
-    os.symlink(leader, link)  # relative: the directory may move
-    fp("compaction.after_symlink")
-    os.rename(link, os.path.join(seg_dir, name))
-    fp("compaction.after_link_rename")
 
 
 @dataclass(slots=True)
@@ -504,213 +338,3 @@ def major_compaction(
     finally:
         _close(sels)
     return CompactionResult("major", tuple(dead), tuple(linked), tuple(compacted))
-
-
-# -- recovery -----------------------------------------------------------------------------
-
-
-def _recover_marker(seg_dir: str, marker_name: str, fp: Failpoint) -> CompactionResult:
-    stem = marker_name[: -len(MARKER_SUFFIX)]
-    marker = os.path.join(seg_dir, marker_name)
-    compacting = os.path.join(seg_dir, stem + COMPACTING_SUFFIX)
-    leader = stem + SEGMENT_SUFFIX
-    try:
-        names = _read_marker(marker)
-        if names[0] != leader:
-            raise ValueError(f"marker names {names[0]}, not {leader}")
-    except (FrameError, ValueError, UnicodeDecodeError) as exc:
-        _log.warning("corrupt compaction marker deleted", file=marker_name, reason=str(exc))
-        unlink_if_exists(compacting)
-        os.unlink(marker)
-        return CompactionResult("major")
-    if len(names) == 1:
-        # Single segment: either state is consistent (the name never changes).
-        unlink_if_exists(compacting)
-        os.unlink(marker)
-        return CompactionResult("major")
-    if os.path.lexists(compacting):
-        _log.warning("interrupted compaction aborted; originals intact", group=names)
-        os.unlink(compacting)
-        os.unlink(marker)
-        return CompactionResult("major")
-    # .compacting absent: the rename (commit point) happened, unless it never existed.
-    leader_path = os.path.join(seg_dir, leader)
-    try:
-        with SegmentReader.open(leader_path) as r:
-            ours = r.compacted and list(r.origin) == names
-            ref = r.segref()
-    except FileNotFoundError:
-        raise CompactionError(f"{marker}: group leader {leader} is missing") from None
-    except CorruptSegment as exc:
-        raise CompactionError(f"{marker}: group leader is damaged: {exc}") from exc
-    if not ours:
-        if any(is_symlink(os.path.join(seg_dir, n)) for n in names[1:]):
-            raise CompactionError(f"{marker}: symlinks exist but {leader} is not compacted")
-        _log.warning("compaction stopped before its output existed; aborted", group=names)
-        os.unlink(marker)
-        return CompactionResult("major")
-    for name in names[1:]:
-        path = os.path.join(seg_dir, name)
-        if is_symlink(path) and os.readlink(path) == leader:
-            continue
-        _link(seg_dir, leader, name, fp)
-    os.unlink(marker)
-    _log.info("interrupted compaction completed", group=names)
-    compacted = (ref,) if ref is not None else ()
-    return CompactionResult("major", linked=tuple(names[1:]), compacted_segrefs=compacted)
-
-
-def _finish_committed(seg_dir: str, fp: Failpoint) -> list[CompactionResult]:
-    """Complete committed compactions whose marker is gone or was unreadable.
-
-    A compacted leader names its group in its header; once any member is a symlink to
-    it, the rename (commit point) happened, so members still regular files are
-    originals that must become symlinks too. (With the marker intact `_recover_marker`
-    already did this; this covers a marker lost or damaged after the commit.)
-    """
-    out: list[CompactionResult] = []
-    for name, origin in _group_outputs(seg_dir, list_segment_files(seg_dir)):
-        path = os.path.join(seg_dir, name)
-        members = [os.path.join(seg_dir, n) for n in origin[1:]]
-        if not any(is_symlink(m) and os.readlink(m) == name for m in members):
-            continue
-        pending = [n for n, m in zip(origin[1:], members, strict=True) if is_regular(m)]
-        if not pending:
-            continue
-        _log.warning("committed compaction finished without its marker", group=origin)
-        for n in pending:
-            _link(seg_dir, name, n, fp)
-        with SegmentReader.open(path) as r:
-            ref = r.segref()
-        out.append(
-            CompactionResult(
-                "major", linked=tuple(origin[1:]), compacted_segrefs=(ref,) if ref else ()
-            )
-        )
-    return out
-
-
-def _group_outputs(seg_dir: str, names: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
-    """(name, group) of each of `names` that is a multi-segment compaction's output: its
-    header names the group, itself first (unreadable headers are skipped)."""
-    for name in names:
-        try:
-            _group, flags, origin = read_header(os.path.join(seg_dir, name))
-        except CorruptSegment:
-            continue
-        if flags & FLAG_COMPACTED and len(origin) >= 2 and origin[0] == name:
-            yield name, list(origin)
-
-
-def _drop_dead_between(seg_dir: str) -> list[str]:
-    """Delete the regular segments numbered between a committed compaction's members
-    that are not members (see the module doc: they had no live entry)."""
-    names = list_segment_files(seg_dir)
-    dead: set[str] = set()
-    for _name, origin in _group_outputs(seg_dir, names):
-        lo, hi = segment_number(origin[0]), segment_number(origin[-1])
-        if lo is None or hi is None:
-            continue
-        dead.update(n for n in names if n not in origin
-                    and lo < (segment_number(n) or 0) < hi)
-    for n in sorted(dead):
-        _log.warning("dead segment a committed compaction left behind deleted", file=n)
-        unlink_if_exists(os.path.join(seg_dir, n))
-    return sorted(dead)
-
-
-def recover_compaction(seg_dir: str, fp: Failpoint = no_fp) -> CompactionResult:
-    """Bring ``seg_dir`` to "originals intact" or "compaction complete" after a crash.
-
-    Run at start, before `segment.recover_segrefs`. Also removes leftovers no marker
-    explains (``.compacting`` files, ``.link`` symlinks); unknown files are left alone
-    with a warning. Returns the completed compactions' result to apply to the refs.
-    """
-    linked: list[str] = []
-    compacted: list[SegRef] = []
-    changed = False
-    for name in list_dir(seg_dir):
-        if name.endswith(MARKER_SUFFIX):
-            res = _recover_marker(seg_dir, name, fp)
-            linked.extend(res.linked)
-            compacted.extend(res.compacted_segrefs)
-            changed = True
-    for res in _finish_committed(seg_dir, fp):
-        linked.extend(res.linked)
-        compacted.extend(res.compacted_segrefs)
-        changed = True
-    if _drop_dead_between(seg_dir):
-        changed = True
-    for name in list_dir(seg_dir):
-        path = os.path.join(seg_dir, name)
-        if name.endswith(COMPACTING_SUFFIX) or (name.endswith(LINK_SUFFIX) and is_symlink(path)):
-            _log.warning("leftover compaction file deleted", file=name)
-            os.unlink(path)
-            changed = True
-        elif not name.endswith(_KNOWN_SUFFIXES) or segment_number(name) is None:
-            _log.warning("unknown file in segment directory left alone", file=name)
-    if changed:
-        fsync_dir(seg_dir)
-    if not (linked or compacted):
-        return CompactionResult("major") if changed else CompactionResult()
-    return CompactionResult("major", linked=tuple(linked), compacted_segrefs=tuple(compacted))
-
-
-# -- deleting -----------------------------------------------------------------------------
-
-
-def delete_unreferenced(seg_dir: str, files: Iterable[str], fp: Failpoint = no_fp) -> list[str]:
-    """Delete segment files the server no longer references, then dangling symlinks.
-
-    Call only after the server applied the result to its refs. A crash part-way leaves
-    unreferenced files behind; they are harmless (no live entry) and the next minor
-    compaction or major orphan pass removes them.
-    """
-    files = [f for f in files if f.endswith(SEGMENT_SUFFIX) and os.sep not in f]
-    if not files:
-        return []
-    fp("minor.before_delete")
-    deleted = [f for f in files if unlink_if_exists(os.path.join(seg_dir, f))]
-    purge_dangling_symlinks(seg_dir)
-    fsync_dir(seg_dir)
-    fp("minor.after_delete")
-    return deleted
-
-
-def purge_dangling_symlinks(seg_dir: str) -> list[str]:
-    """Delete ``*.segment`` symlinks whose target is gone."""
-    out = []
-    for name in list_dir(seg_dir):
-        path = os.path.join(seg_dir, name)
-        if name.endswith(SEGMENT_SUFFIX) and is_symlink(path) and not os.path.exists(path):
-            os.unlink(path)
-            out.append(name)
-    return out
-
-
-def purge_symlinks(seg_dir: str, older_than_s: float = SYMLINK_KEEP_S, *, now: float) -> list[str]:
-    """Delete ``*.segment`` symlinks created more than ``older_than_s`` before ``now``.
-
-    The delay lets readers that still use an old segment name finish. ``now`` is passed
-    in (seconds since the epoch, the clock of the file system's ctime).
-    """
-    out = []
-    for name in list_dir(seg_dir):
-        path = os.path.join(seg_dir, name)
-        if not name.endswith(SEGMENT_SUFFIX) or not is_symlink(path):
-            continue
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        if now - st.st_ctime > older_than_s:
-            os.unlink(path)
-            out.append(name)
-    if out:
-        fsync_dir(seg_dir)
-    return out
-
-
-def is_segment_file(seg_dir: str, name: str) -> bool:
-    """A regular segment file (not a compaction symlink)."""
-    return name.endswith(SEGMENT_SUFFIX) and is_regular(os.path.join(seg_dir, name))
