@@ -10,7 +10,10 @@ few; `SEDIMENT_CATALOG_SEEDS=200` for the full sweep), checked by the history ch
   `nodes_missing` until it is back);
 - a node stopped, the catalog compacted past the low watermark it stored, the node
   restarted (Ignite's ItNodeRecoveryAfterCatalogTruncatedAboveStoredLwmTest);
-- a dropped zone compacted (IGNITE-25867).
+- a dropped zone compacted (IGNITE-25867);
+- an index build racing compaction: while its backfill is held, the coordinator aborts
+  `index_building` and the catalog keeps the version that registered it; once it is
+  AVAILABLE compaction passes that version.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from sediment.actors.catalog.machine import CompactCatalog
 from sediment.actors.log.shell.server import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.node_state import load_lwm
+from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.runtime.failpoints import FailpointHit
 
 LWM = LowWatermarkConfig(data_availability_ms=1_500, update_interval_ms=300,
@@ -199,4 +203,39 @@ def test_a_dropped_zone_is_compacted(seed: int, tmp_path: Path) -> None:
         assert c.get("T", (1,)) == {"k": 1, "v": 1}
         assert all(not any(g.startswith("z1") for g in s["published"])
                    for s in (c.node_status(n) for n in c.nodes) if s)
+        assert_checks_pass(c)
+
+
+@pytest.mark.parametrize("seed", seeds(2))
+def test_an_index_build_racing_compaction(seed: int, tmp_path: Path) -> None:
+    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=seed,
+                             lwm=LWM) as c:
+        setup(c)
+        w = Workload(c, random.Random(seed))
+        w.run(15)
+        w.finish()
+        sink = c.rt.spawn(collector, node="ctl")
+        point = BEFORE_AVAILABLE  # the driver holds the build at BUILDING
+        c.rt.arm_failpoint_everywhere(point, "pause", notify=sink, tag="building")
+        created = c.create_index("T_v", "T", ["v"])
+        assert eventually(c.rt, lambda: any(isinstance(m, FailpointHit)
+                                            for m in c.rt.call(sink, "get")), timeout=30)
+        assert c.index("T_v").status.value == "building"
+        for i in range(3):  # versions for the watermark to pass while it builds
+            c.add_column("T", (f"during{i}", "int"))
+            w.run(5)
+        w.finish()
+        c.rt.sleep(3 * LWM.data_availability_ms / 1000)
+        c.poll()
+        assert c.versions().earliest_version <= created
+        outcomes = [o["outcome"] for o in c.coordinator_status()["outcomes"]]  # type: ignore[index]
+        assert "index_building" in outcomes, outcomes
+        assert c.index("T_v").status.value == "building"
+        c.rt.release_failpoint_everywhere(point)
+        c.wait_index_available("T_v")
+        w.run(10)
+        w.finish()
+        c.add_column("T", ("after", "int"))
+        c.add_column("T", ("after2", "int"))
+        assert eventually(c.rt, lambda: c.versions().earliest_version > created, timeout=30)
         assert_checks_pass(c)

@@ -34,15 +34,22 @@ from sediment.actors.catalog.coordinator_process import (
     CoordinatorProcessConfig,
     coordinator_process,
 )
-from sediment.actors.catalog.descriptors import Column
+from sediment.actors.catalog.descriptors import Column, IndexStatus
+from sediment.actors.catalog.errors import IndexNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.catalog.machine import CatalogAtQuery, Rejected, VersionsQuery
+from sediment.actors.catalog.machine import (
+    CatalogAtQuery,
+    CatalogVersionQuery,
+    Rejected,
+    VersionsQuery,
+)
 from sediment.actors.catalog.metastore_machine import MetastoreFactory
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
-from sediment.actors.tables.names import COORDINATOR, META_GROUP, table_node_name
+from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
+from sediment.actors.tables.names import COORDINATOR, INDEX_DRIVER, META_GROUP, table_node_name
 from sediment.actors.tables.node_state import TableNodeConfig
 from sediment.actors.tables.partition_members import PartitionOptions, parts_supervisor
 from sediment.actors.tables.recorder import Recorder
@@ -87,11 +94,14 @@ class TablesCluster:
                                  partitions=PartitionOptions(data_dir, election_timeout))
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
                                   CoordinatorProcessConfig(names, answer_timeout_ms))
+        drivers = (coordinator,
+                   LeaderChild(META_GROUP, "index-driver", INDEX_DRIVER, index_driver,
+                               IndexDriverConfig(names)))
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"tables-sup:{n}",
                                                host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=50,
                                                    period=10),
-                                          _children(n, spec, config, coordinator))),
+                                          _children(n, spec, config, drivers))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=50, period=10), specs, name="tables",
                         node=CONTROL_NODE)
@@ -184,6 +194,50 @@ class TablesCluster:
     def drop_table(self, name: str) -> int:
         return self.ddl(ddl.DropTable(name))[0]
 
+    def create_index(self, name: str, table: str, columns: Sequence[str],
+                     unique: bool = False) -> int:
+        """Register a secondary index (REGISTERED at the version returned); the index
+        build driver then builds it (BUILDING, backfilled in every partition) and makes
+        it AVAILABLE (`wait_index_available`). Until then it holds compaction back."""
+        at = self.now()
+        version = self.ddl(ddl.CreateIndex(name, table, tuple(columns), unique))[0]
+        self.recorder.index_registered(name, version, at)
+        return version
+
+    def drop_index(self, name: str) -> int:
+        at = self.now()
+        version = self.ddl(ddl.DropIndex(name))[0]
+        self.recorder.index_dropped(name, at)
+        return version
+
+    def catalog(self, node: str | None = None) -> Any:
+        """The latest catalog version, from a node's replica."""
+        latest = self.versions().latest_version
+        reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
+                             ("query", CatalogVersionQuery(latest)), timeout=self.timeout)
+        if isinstance(reply, Rejected):
+            raise reply.error
+        return reply
+
+    def index(self, name: str) -> Any:
+        """The index's descriptor in the latest catalog; IndexNotFound if none."""
+        found = self.catalog().index_named(name)
+        if found is None:
+            raise IndexNotFound(name)
+        return found
+
+    def wait_index_available(self, name: str, timeout: float | None = None) -> int:
+        """Wait (bounded) until the index is AVAILABLE; the version that made it so."""
+        deadline = self.now() + (timeout or self.timeout)
+        while True:
+            index = self.index(name)
+            self.poll_indexes()
+            if index.status is IndexStatus.AVAILABLE:
+                return int(index.status_version)
+            if self.now() > deadline:
+                raise TimeoutError(f"index {name} is still {index.status.value}")
+            self.rt.sleep(0.1)
+
     def catalog_at(self, ts: HybridTimestamp, node: str | None = None) -> Any:
         """The catalog version active at `ts` (CatalogVersionCompacted below the
         snapshot), from a node's replica."""
@@ -226,8 +280,19 @@ class TablesCluster:
         except CallError:
             return None
 
+    def index_driver_status(self) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(INDEX_DRIVER, ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def poll_indexes(self) -> None:
+        self.recorder.poll_indexes(self.index_driver_status())
+
     def poll(self) -> None:
-        """Feed the recorder what the coordinator and the metastore show now."""
+        """Feed the recorder what the coordinator, the drivers and the metastore show
+        now."""
+        self.poll_indexes()
         self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
                            self.now())
 
@@ -243,6 +308,7 @@ class TablesCluster:
                 "latest_version": v.latest_version, "latest_activation": v.latest_activation,
                 "log_size": v.log_size, "leader": self.leader(),
                 "coordinator": self.coordinator_status(),
+                "index_builds": self.index_driver_status(),
                 "nodes": {n: self.node_status(n) for n in self.nodes}}
 
     # ---- faults -------------------------------------------------------------------------
@@ -327,15 +393,19 @@ class Transaction:
 
 
 def _children(node: str, spec: GroupSpec, config: TableNodeConfig,
-              coordinator: LeaderChild) -> list[ChildSpec]:
+              drivers: tuple[LeaderChild, ...]) -> list[ChildSpec]:
+    """The node's log processes, partitions, table node, and one follower of the
+    metastore leadership per process that runs beside the leader (the compaction
+    coordinator, the index build driver)."""
     return [
         *node_children(node, [spec]),
         parts_supervisor(node),
         ChildSpec("tables", (Spawn(table_node, node=node, name=table_node_name(node),
                                    label=table_node_name(node), host=RAFT_HOST), (config,))),
-        ChildSpec("coordinator-follower", (Spawn(while_leading, node=node,
-                                                 label=f"coordinator-follower@{node}",
-                                                 host=RAFT_HOST), (coordinator,))),
+        *(ChildSpec(f"{d.role}-follower", (Spawn(while_leading, node=node,
+                                                 label=f"{d.role}-follower@{node}",
+                                                 host=RAFT_HOST), (d,)))
+          for d in drivers),
     ]
 
 

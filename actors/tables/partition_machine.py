@@ -19,7 +19,8 @@ this module only.
 
 Queries (the raft server's `("query", q)` or `("read_index", q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
-`ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`.
+`ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
+`IndexQuery(index_id)`.
 """
 
 from __future__ import annotations
@@ -91,6 +92,13 @@ class TxQuery:
 @dataclass(frozen=True, slots=True)
 class MinTxQuery:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class IndexQuery:
+    """The backfill of an index: (building version, entries) or None."""
+
+    index_id: int
 
 
 SCHEMA = (
@@ -173,6 +181,8 @@ class PartitionMachine:
                 return self.state.txs.get(request.tx_id)
             if isinstance(request, MinTxQuery):
                 return self.state.min_tx.durable
+            if isinstance(request, IndexQuery):
+                return self.state.indexes.get(request.index_id)
         except CatalogError as err:
             return err
         return ("error", ("unknown_query", repr(request)[:200]))
@@ -183,7 +193,8 @@ class PartitionMachine:
                 "replay_floor": partition.replay_floor(s),
                 "min_tx_durable": s.min_tx.durable, "min_tx_stored": s.min_tx.stored,
                 "keys": len(s.rows.versions), "intents": len(s.rows.intents),
-                "tx_records": len(s.txs)}
+                "tx_records": len(s.txs),
+                "indexes": {i: len(e) for i, (_, e) in sorted(s.indexes.items())}}
 
     def background(self) -> bool:
         return False
@@ -211,7 +222,8 @@ class PartitionMachine:
                 pickle.dumps(sorted((g.zone_id, g.partition) for g in r.enlisted)))
                for t, r in s.txs.items()]
         meta = {"group": (s.group.zone_id, s.group.partition), "applied": s.applied,
-                "min_tx": (_ts(s.min_tx.stored), _ts(s.min_tx.durable), s.min_tx.applied_index)}
+                "min_tx": (_ts(s.min_tx.stored), _ts(s.min_tx.durable), s.min_tx.applied_index),
+                "indexes": dict(s.indexes)}
         with self.db:
             for table in ("versions", "intents", "txs", "meta"):
                 self.db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed names)
@@ -245,7 +257,8 @@ class PartitionMachine:
         min_tx = MinTxTimeState(_of(stored), _of(durable), applied_index)
         rows = PartitionRows({k: tuple(v) for k, v in chains.items()}, intents)
         applied = int(meta["applied"])
-        return PartitionState(group, rows, txs, min_tx, applied, applied, None)
+        return PartitionState(group, rows, txs, min_tx, applied, applied, None,
+                              meta.get("indexes", {}))
 
 
 def _ts(ts: HybridTimestamp | None) -> int | None:
@@ -266,5 +279,5 @@ class PartitionFactory:
         return PartitionMachine(group_dir, self.group)
 
 
-__all__ = ["FlushCmd", "MinTxQuery", "PartitionFactory", "PartitionMachine", "ReadAt",
+__all__ = ["FlushCmd", "IndexQuery", "MinTxQuery", "PartitionFactory", "PartitionMachine", "ReadAt",
            "ReadLatest", "ReadResolved", "ScanAt", "ScanLatest", "TxQuery", "group_of_name"]

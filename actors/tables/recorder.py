@@ -8,8 +8,9 @@ iteration at the time it was *proposed* (no later than it applied, so the check 
 misses a pin that ended between the two), and, for a compaction whose coordinator died
 before it heard the answer, the snapshot version seen moving, at the time it was seen.
 
-Not recorded yet: index build, rebalance and partition replay pins (the drivers and
-the partition machines' apply/flush records are not wired to it).
+Index builds pin the version that registered them: from just before the
+`create_index` call (the index cannot exist earlier) until the driver first proposed
+`MakeIndexAvailable` (it cannot be AVAILABLE earlier) or `drop_index` was called.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sediment.actors.catalog.hlc import MIN, HybridTimestamp
 from sediment.scenarios.catalog_history import (
     CatalogCompacted,
     CatalogHistory,
+    Pin,
     ReadRecord,
     TxRecord,
     VersionActivated,
@@ -43,6 +45,24 @@ class Recorder:
     txs: dict[str, _Tx] = field(default_factory=dict)
     reads: list[ReadRecord] = field(default_factory=list)
     compactions: dict[int, float] = field(default_factory=dict)
+    index_pins: dict[str, list[Any]] = field(default_factory=dict)  # [version, start, end]
+    pins: list[Pin] = field(default_factory=list)  # pins from other sources
+
+    def index_registered(self, name: str, version: int, at: float) -> None:
+        self.index_pins[name] = [version, at, None]
+
+    def index_dropped(self, name: str, at: float) -> None:
+        pin = self.index_pins.get(name)
+        if pin is not None and pin[2] is None:
+            pin[2] = at
+
+    def poll_indexes(self, driver: dict[str, Any] | None) -> None:
+        """When the index driver first proposed each index's AVAILABLE status."""
+        for b in [*(driver or {}).get("builds", ()), *(driver or {}).get("finished", ())]:
+            pin = self.index_pins.get(b["name"])
+            proposed = b.get("available_proposed_at")
+            if pin is not None and proposed is not None:
+                pin[2] = proposed if pin[2] is None else min(pin[2], proposed)
 
     def version(self, version: int, activation: HybridTimestamp) -> None:
         self.versions[version] = activation
@@ -90,7 +110,9 @@ class Recorder:
                              t.outcome,  # type: ignore[arg-type]
                              t.commit_ts, dict(t.writes))
                     for tx_id, t in self.txs.items())
-        return CatalogHistory(versions, compactions, (), txs, tuple(self.reads))
+        pins = (*self.pins, *(Pin("index_build", f"index:{name}", v, start, end)
+                              for name, (v, start, end) in sorted(self.index_pins.items())))
+        return CatalogHistory(versions, compactions, pins, txs, tuple(self.reads))
 
 
 __all__ = ["Recorder"]

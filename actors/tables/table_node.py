@@ -21,7 +21,8 @@ watermark and the collector of its partitions' published minimum tx times. It:
 Requests (calls): ("ddl", commands), ("begin",), ("write", tx, table, row),
 ("delete", tx, table, key), ("get", tx, table, key), ("scan", tx, table),
 ("commit", tx), ("rollback", tx), ("ro_get", table, key, ts), ("ro_scan", table, ts),
-("tx_alive", tx), ("subscribe_lwm", pid) -> ("lwm", current or None), ("status",).
+("tx_alive", tx), ("txs_finished", version), ("subscribe_lwm", pid) -> ("lwm", current
+or None), ("status",).
 Errors are answered ("error", a CatalogError); nothing changed.
 """
 
@@ -154,6 +155,9 @@ async def _on_call(s: NodeState, call: Call) -> Any:
         return await _ddl(s, call, r[1])
     if kind == "tx_alive" and len(r) == 2:
         return node_txs.tx_alive(s, r[1])
+    if kind == "txs_finished" and len(r) == 2 and isinstance(r[1], int):
+        # the index build driver: has every RW transaction older than the version ended?
+        return ("txs_finished", active_txs.finished_before(s.active, r[1]))
     if kind == "subscribe_lwm" and len(r) == 2 and isinstance(r[1], Pid):
         if r[1] not in s.lwm_subscribers:
             s.lwm_subscribers.append(r[1])
