@@ -31,8 +31,8 @@ from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CompactCatalog
 from sediment.actors.log.shell.server import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster
-from sediment.actors.tables.node_state import load_lwm
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
+from sediment.actors.tables.node_state import load_lwm
 from sediment.runtime.failpoints import FailpointHit
 
 LWM = LowWatermarkConfig(data_availability_ms=1_500, update_interval_ms=300,

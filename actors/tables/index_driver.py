@@ -20,9 +20,10 @@ Every `interval` it reads the local metastore replica (the catalog and the assig
   backfill is proposed again at the next look.
 
 A failpoint `BEFORE_AVAILABLE` holds a build at BUILDING (the scenarios' index build
-racing compaction). `("status",)` answers, per index name, its stage, the catalog version it pins (the one
-that registered it) and when `MakeIndexAvailable` was first proposed (the pin can only
-end after that: the recorder's pin end), for the recorder and `catalog status`.
+racing compaction). `("status",)` answers, per index name, its stage, the catalog
+version it pins (the one that registered it) and when `MakeIndexAvailable` was first
+proposed (the pin can only end after that: the recorder's pin end), for the recorder
+and `catalog status`.
 """
 
 from __future__ import annotations
