@@ -13,7 +13,10 @@ few; `SEDIMENT_CATALOG_SEEDS=200` for the full sweep), checked by the history ch
 - a dropped zone compacted (IGNITE-25867);
 - an index build racing compaction: while its backfill is held, the coordinator aborts
   `index_building` and the catalog keeps the version that registered it; once it is
-  AVAILABLE compaction passes that version.
+  AVAILABLE compaction passes that version;
+- a rebalance in progress: while a partition's replicas move (held before its stable
+  record), every node folds its pin into its local minimum and the catalog keeps the
+  version it was planned at; once it ends compaction passes it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sediment.actors.log.shell.server import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.node_state import load_lwm
+from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
 from sediment.runtime.failpoints import FailpointHit
 
 LWM = LowWatermarkConfig(data_availability_ms=1_500, update_interval_ms=300,
@@ -238,4 +242,39 @@ def test_an_index_build_racing_compaction(seed: int, tmp_path: Path) -> None:
         c.add_column("T", ("after", "int"))
         c.add_column("T", ("after2", "int"))
         assert eventually(c.rt, lambda: c.versions().earliest_version > created, timeout=30)
+        assert_checks_pass(c)
+
+
+@pytest.mark.parametrize("seed", seeds(2))
+def test_a_rebalance_in_progress_holds_compaction(seed: int, tmp_path: Path) -> None:
+    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=seed,
+                             lwm=LWM) as c:
+        setup(c)  # two replicas
+        w = Workload(c, random.Random(seed))
+        w.run(15)
+        w.finish()
+        sink = c.rt.spawn(collector, node="ctl")
+        c.rt.arm_failpoint_everywhere(BEFORE_RECORD, "pause", notify=sink, tag="moving")
+        planned = c.alter_zone("Z", 3)
+        assert eventually(c.rt, lambda: any(isinstance(m, FailpointHit)
+                                            for m in c.rt.call(sink, "get")), timeout=30)
+        assert c.rebalances()  # pending in the metastore
+        for i in range(3):  # versions for the watermark to pass while it moves
+            c.add_column("T", (f"during{i}", "int"))
+            w.run(5)
+        w.finish()
+        c.rt.sleep(3 * LWM.data_availability_ms / 1000)
+        c.poll()
+        assert c.versions().earliest_version < planned
+        assert c.coordinator_status()["outcomes"]  # type: ignore[index]
+        c.rt.release_failpoint_everywhere(BEFORE_RECORD)
+        c.wait_rebalanced("Z")
+        assert all(len(n) == 3 for n in c.assignments().values())
+        w.run(10)
+        w.finish()
+        c.add_column("T", ("after", "int"))
+        c.add_column("T", ("after2", "int"))
+        assert eventually(c.rt, lambda: c.versions().earliest_version > planned, timeout=30)
+        pins = [p for p in c.recorder.history().pins if p.kind == "rebalance"]
+        assert pins and all(p.version == planned for p in pins)
         assert_checks_pass(c)

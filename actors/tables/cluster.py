@@ -35,7 +35,7 @@ from sediment.actors.catalog.coordinator_process import (
     coordinator_process,
 )
 from sediment.actors.catalog.descriptors import Column, IndexStatus
-from sediment.actors.catalog.errors import IndexNotFound
+from sediment.actors.catalog.errors import IndexNotFound, ZoneNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import (
     CatalogAtQuery,
@@ -43,15 +43,26 @@ from sediment.actors.catalog.machine import (
     Rejected,
     VersionsQuery,
 )
-from sediment.actors.catalog.metastore_machine import MetastoreFactory
+from sediment.actors.catalog.metastore_machine import (
+    AssignmentsQuery,
+    MetastoreFactory,
+    RebalancesQuery,
+)
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
-from sediment.actors.tables.names import COORDINATOR, INDEX_DRIVER, META_GROUP, table_node_name
+from sediment.actors.tables.names import (
+    COORDINATOR,
+    INDEX_DRIVER,
+    META_GROUP,
+    REBALANCE_DRIVER,
+    table_node_name,
+)
 from sediment.actors.tables.node_state import TableNodeConfig
 from sediment.actors.tables.partition_members import PartitionOptions, parts_supervisor
+from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
 from sediment.actors.tables.recorder import Recorder
 from sediment.actors.tables.table_node import table_node
 from sediment.runtime import api
@@ -79,7 +90,9 @@ class TablesCluster:
               data_dir: str | None = None, seed: int = 0,
               lwm: lw.LowWatermarkConfig = TEST_LWM, answer_timeout_ms: int = 2_000,
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
-              runtime: Any = None) -> TablesCluster:
+              scale_down_after: float | None = None, runtime: Any = None) -> TablesCluster:
+        """`scale_down_after`: seconds a node must be gone before its replicas move
+        (None, as Ignite's default: they never move for a node leaving)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
@@ -90,13 +103,17 @@ class TablesCluster:
             rt = runtime
         spec = GroupSpec(META_GROUP, names, data_dir, election_timeout=election_timeout,
                          snapshot_every=256, machine=MetastoreFactory(names))
+        partitions = PartitionOptions(data_dir, election_timeout)
         config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
-                                 partitions=PartitionOptions(data_dir, election_timeout))
+                                 partitions=partitions)
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
                                   CoordinatorProcessConfig(names, answer_timeout_ms))
         drivers = (coordinator,
                    LeaderChild(META_GROUP, "index-driver", INDEX_DRIVER, index_driver,
-                               IndexDriverConfig(names)))
+                               IndexDriverConfig(names)),
+                   LeaderChild(META_GROUP, "rebalance-driver", REBALANCE_DRIVER,
+                               rebalance_driver, RebalanceDriverConfig(
+                                   names, partitions, scale_down_after=scale_down_after)))
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"tables-sup:{n}",
                                                host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=50,
@@ -178,6 +195,39 @@ class TablesCluster:
 
     def create_zone(self, name: str, partitions: int = 8, replicas: int = 3) -> int:
         return self.ddl(ddl.CreateZone(name, partitions, replicas))[0]
+
+    def alter_zone(self, name: str, replicas: int) -> int:
+        """Change the zone's replica count (1..nodes; InvalidDdl otherwise, ZoneNotFound
+        for a missing zone, nothing changed). The rebalance driver then moves replicas
+        (`wait_rebalanced`)."""
+        return self.ddl(ddl.AlterZone(name, replicas))[0]
+
+    def assignments(self, node: str | None = None) -> dict[Any, frozenset[str]]:
+        """The stable assignments, from a node's metastore replica."""
+        return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
+                            ("query", AssignmentsQuery()), timeout=self.timeout)
+
+    def rebalances(self, node: str | None = None) -> dict[Any, Any]:
+        """The pending rebalances, from a node's metastore replica."""
+        return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
+                            ("query", RebalancesQuery()), timeout=self.timeout)
+
+    def wait_rebalanced(self, zone: str, timeout: float | None = None) -> None:
+        """Wait (bounded) until every partition of the zone has its planned replica count
+        and no rebalance is pending."""
+        deadline = self.now() + (timeout or self.timeout)
+        while True:
+            z = self.catalog().zone_named(zone)
+            if z is None:
+                raise ZoneNotFound(zone)
+            self.poll_rebalances()
+            mine = {g: n for g, n in self.assignments().items() if g.zone_id == z.id}
+            if (not any(g.zone_id == z.id for g in self.rebalances())
+                    and all(len(n) == min(z.replicas, len(self.nodes)) for n in mine.values())):
+                return
+            if self.now() > deadline:
+                raise TimeoutError(f"zone {zone} is still rebalancing: {mine}")
+            self.rt.sleep(0.1)
 
     def drop_zone(self, name: str) -> int:
         return self.ddl(ddl.DropZone(name))[0]
@@ -289,10 +339,20 @@ class TablesCluster:
     def poll_indexes(self) -> None:
         self.recorder.poll_indexes(self.index_driver_status())
 
+    def rebalance_driver_status(self) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(REBALANCE_DRIVER, ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def poll_rebalances(self) -> None:
+        self.recorder.poll_rebalances(self.rebalance_driver_status(), self.now())
+
     def poll(self) -> None:
         """Feed the recorder what the coordinator, the drivers and the metastore show
         now."""
         self.poll_indexes()
+        self.poll_rebalances()
         self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
                            self.now())
 
@@ -309,6 +369,7 @@ class TablesCluster:
                 "log_size": v.log_size, "leader": self.leader(),
                 "coordinator": self.coordinator_status(),
                 "index_builds": self.index_driver_status(),
+                "rebalances": self.rebalance_driver_status(),
                 "nodes": {n: self.node_status(n) for n in self.nodes}}
 
     # ---- faults -------------------------------------------------------------------------

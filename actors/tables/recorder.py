@@ -11,6 +11,7 @@ before it heard the answer, the snapshot version seen moving, at the time it was
 Index builds pin the version that registered them: from just before the
 `create_index` call (the index cannot exist earlier) until the driver first proposed
 `MakeIndexAvailable` (it cannot be AVAILABLE earlier) or `drop_index` was called.
+Rebalances pin the version they were planned at (`poll_rebalances`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,22 @@ class Recorder:
     compactions: dict[int, float] = field(default_factory=dict)
     index_pins: dict[str, list[Any]] = field(default_factory=dict)  # [version, start, end]
     pins: list[Pin] = field(default_factory=list)  # pins from other sources
+    # (group, planned at) -> [version, start, end]
+    rebalance_pins: dict[tuple[str, float], list[Any]] = field(default_factory=dict)
+
+    def poll_rebalances(self, driver: dict[str, Any] | None, at: float) -> None:
+        """A rebalance pins the catalog version it was planned at, from when the driver
+        planned it (before its pending record) until the driver first proposed its
+        stable record, or, for one that failed, until the driver saw it end."""
+        for r in [*(driver or {}).get("running", ()), *(driver or {}).get("finished", ())]:
+            key = (r["group"], r["planned_at"])
+            pin = self.rebalance_pins.setdefault(key, [r["catalog_version"], r["planned_at"],
+                                                       None])
+            end = r.get("recorded_at")
+            if end is None and r.get("state") not in (None, "planning", "running"):
+                end = r.get("ended_at", at)
+            if end is not None:
+                pin[2] = end if pin[2] is None else min(pin[2], end)
 
     def index_registered(self, name: str, version: int, at: float) -> None:
         self.index_pins[name] = [version, at, None]
@@ -111,7 +128,9 @@ class Recorder:
                              t.commit_ts, dict(t.writes))
                     for tx_id, t in self.txs.items())
         pins = (*self.pins, *(Pin("index_build", f"index:{name}", v, start, end)
-                              for name, (v, start, end) in sorted(self.index_pins.items())))
+                              for name, (v, start, end) in sorted(self.index_pins.items())),
+                *(Pin("rebalance", group, v, start, end)
+                  for (group, _), (v, start, end) in sorted(self.rebalance_pins.items())))
         return CatalogHistory(versions, compactions, pins, txs, tuple(self.reads))
 
 

@@ -35,9 +35,10 @@ from sediment import log
 from sediment.actors.catalog import catalog_log, compaction_participant, ddl
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.compaction_messages import MinTimesRequest, PrepareUpdateTxBeginTime
-from sediment.actors.catalog.errors import CatalogError, InvalidCommand, TableNotFound
+from sediment.actors.catalog.errors import CatalogError, InvalidCommand, InvalidDdl, TableNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
+from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.tables import active_txs, min_tx_time, node_txs, partitioning
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
@@ -58,11 +59,13 @@ from sediment.actors.tables.node_state import (
     store_lwm,
 )
 from sediment.actors.tables.partition import UpdateMinActiveTxTimeCmd
-from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery, group_of_name
 from sediment.actors.tables.partition_members import (
     PartitionOptions,
     partition_spec,
+    running_members,
     start_member,
+    stop_member,
 )
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, Down
@@ -206,6 +209,11 @@ async def _catch_up(s: NodeState) -> None:
 async def _ddl(s: NodeState, call: Call, commands: Any) -> Any:
     if not isinstance(commands, tuple) or not all(isinstance(c, ddl.DDL_TYPES) for c in commands):
         raise InvalidCommand(f"DDL commands {repr(commands)[:100]}")
+    for c in commands:  # what only the cluster knows: how many nodes can hold replicas
+        if isinstance(c, ddl.CreateZone | ddl.AlterZone) and isinstance(c.replicas, int) and (
+                c.replicas > len(s.config.nodes)):
+            raise InvalidDdl(f"zone {c.name}: {c.replicas} replicas on "
+                             f"{len(s.config.nodes)} nodes")
     status = await s.ctx.call(raft_name(META_GROUP, s.me), ("status",), timeout=10)
     if status.get("role") != "leader":
         return ("not_leader", status.get("leader"))
@@ -244,10 +252,7 @@ async def _ensure(s: NodeState) -> None:
         s.assignments = await assignments(s)
     except CallError:
         return
-    for group in sorted(set(s.collector.times) - set(s.assignments), key=str):
-        # a dropped zone's partition (IGNITE-25867): it no longer holds compaction back.
-        # Its member keeps running until the node restarts (not destroyed yet).
-        s.collector = min_tx_time.remove_partition(s.collector, group)
+    await _stop_unassigned(s)
     options = s.config.partitions or PartitionOptions(s.config.data_dir)
     for group, nodes in sorted(s.assignments.items(), key=lambda x: (x[0].zone_id,
                                                                       x[0].partition)):
@@ -260,6 +265,32 @@ async def _ensure(s: NodeState) -> None:
             s.collector = min_tx_time.add_partition(s.collector, group)
         else:
             _logger.warning("partition member did not start", group=str(group), reply=reply)
+
+
+async def _stop_unassigned(s: NodeState) -> None:
+    """A dropped zone's partitions (IGNITE-25867) and replicas a rebalance moved away no
+    longer hold compaction back, and their members stop (their files stay on disk). A
+    member no assignment names is stopped only when a linearizable read of the
+    metastore agrees: a learner a rebalance just started here is named only by its
+    pending record, which the local replica may not have applied yet."""
+    for group in sorted(s.started | set(s.collector.times), key=str):
+        if s.me not in s.assignments.get(group, ()):
+            s.collector = min_tx_time.remove_partition(s.collector, group)
+            s.started.discard(group)
+    running = {group_of_name(g): g for g in await running_members(s.ctx, s.me)}
+    orphans = [g for g in running if s.me not in s.assignments.get(g, ())]
+    if not orphans:
+        return
+    ok, pending = await request_group(s.ctx, META_GROUP, s.config.nodes,
+                                      ("read_index", RebalancesQuery()))
+    ok2, stable = await request_group(s.ctx, META_GROUP, s.config.nodes,
+                                      ("read_index", AssignmentsQuery()))
+    if not (ok and ok2):
+        return
+    for group in orphans:
+        target = pending[group].target if group in pending else frozenset()
+        if s.me not in stable.get(group, ()) and s.me not in target:
+            await stop_member(s.ctx, s.me, running[group])
 
 
 async def _leads(s: NodeState, group_name: str) -> bool:
@@ -282,7 +313,9 @@ async def _min_times(s: NodeState, request: MinTimesRequest, reply_to: Pid) -> N
             continue
         if isinstance(durable, HybridTimestamp):
             s.collector = min_tx_time.record(s.collector, group, durable)
-    local = compaction_participant.local_min_time(s.lwm.lwm, s.collector.times, None)
+    pending = await meta_query(s, RebalancesQuery())  # the pins of active rebalances
+    rebalance_pin = min((p.pin for p in pending.values()), default=None)
+    local = compaction_participant.local_min_time(s.lwm.lwm, s.collector.times, rebalance_pin)
     now = s.now()
     tx_min = active_txs.minimum_required_time(s.active, now, lambda v: now)
     version = active_txs.min_version(s.active)
