@@ -63,7 +63,7 @@ from sediment.actors.tables.names import (
 from sediment.actors.tables.node_state import TableNodeConfig
 from sediment.actors.tables.partition_members import PartitionOptions, parts_supervisor
 from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
-from sediment.actors.tables.recorder import Recorder
+from sediment.actors.tables.recorder import Recorder, poll_replay
 from sediment.actors.tables.table_node import table_node
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -348,11 +348,16 @@ class TablesCluster:
     def poll_rebalances(self) -> None:
         self.recorder.poll_rebalances(self.rebalance_driver_status(), self.now())
 
+    def poll_replay(self) -> None:
+        """Every partition member's replay-floor record since the last poll."""
+        poll_replay(self.rt, self.recorder, self.assignments(), self.nodes, self.now())
+
     def poll(self) -> None:
         """Feed the recorder what the coordinator, the drivers and the metastore show
         now."""
         self.poll_indexes()
         self.poll_rebalances()
+        self.poll_replay()
         self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
                            self.now())
 

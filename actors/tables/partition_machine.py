@@ -20,7 +20,11 @@ this module only.
 Queries (the raft server's `("query", q)` or `("read_index", q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
 `ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
-`IndexQuery(index_id)`.
+`IndexQuery(index_id)`, `ReplayEventsQuery(since)`.
+
+With the raft server's clock (`set_clock`), the machine records when its replay floor
+was set or lowered (an entry written under an older catalog version applied since the
+last flush) and when a flush cleared it; the recorder turns that into replay pins.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,6 +47,8 @@ from sediment.actors.tables.min_tx_time import MinTxTimeState
 from sediment.actors.tables.mvcc import PartitionRows, RowKey, RowVersion, WriteIntent
 from sediment.actors.tables.partition import PartitionState
 from sediment.actors.tables.tx_state import TxRecord, TxStatus
+
+EVENTS = 4096  # replay-floor events kept for the recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +102,14 @@ class MinTxQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayEventsQuery:
+    """The replay-floor record after `since`: (incarnation, [(seq, at, "apply", catalog
+    version) or (seq, at, "flush", 0)]), for the recorder's replay pins."""
+
+    since: int
+
+
+@dataclass(frozen=True, slots=True)
 class IndexQuery:
     """The backfill of an index: (building version, entries) or None."""
 
@@ -132,6 +147,20 @@ class PartitionMachine:
         self.state = self._load(group)
         self.applied = self.state.applied
         self.flushes = 0
+        self.clock: Callable[[], float] | None = None
+        self.incarnation = 0.0
+        self.events: deque[tuple[int, float, str, int]] = deque(maxlen=EVENTS)
+        self.event_seq = 0
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """The raft server's clock: the replay record is stamped with it."""
+        self.clock = clock
+        self.incarnation = clock()
+
+    def _record(self, kind: str, version: int) -> None:
+        if self.clock is not None:
+            self.event_seq += 1
+            self.events.append((self.event_seq, self.clock(), kind, version))
 
     # ---- HostedMachine -------------------------------------------------------------------
 
@@ -145,8 +174,12 @@ class PartitionMachine:
             self.applied = entry.index
             self.flush()
             return partition.Ok()
+        before = partition.replay_floor(self.state)
         self.state, result = partition.apply(self.state, entry.index, entry.command)
         self.applied = entry.index
+        floor = partition.replay_floor(self.state)
+        if floor is not None and (before is None or floor < before):
+            self._record("apply", floor)  # a replay from here would need this version
         return result
 
     def snapshot(self) -> tuple[bytes, list[int]]:
@@ -181,6 +214,8 @@ class PartitionMachine:
                 return self.state.txs.get(request.tx_id)
             if isinstance(request, MinTxQuery):
                 return self.state.min_tx.durable
+            if isinstance(request, ReplayEventsQuery):
+                return self.incarnation, [e for e in self.events if e[0] > request.since]
             if isinstance(request, IndexQuery):
                 return self.state.indexes.get(request.index_id)
         except CatalogError as err:
@@ -210,6 +245,8 @@ class PartitionMachine:
     def flush(self) -> HybridTimestamp | None:
         """Write the applied state in one SQLite transaction; the minimum tx time it
         makes durable (to publish), if a new one."""
+        if partition.replay_floor(self.state) is not None:
+            self._record("flush", 0)
         self.state, published = partition.flush(self.state)
         s = self.state
         versions = [(k[0], pickle.dumps(k[1]), seq, v.commit_ts.value, v.schema_version,
@@ -279,5 +316,6 @@ class PartitionFactory:
         return PartitionMachine(group_dir, self.group)
 
 
-__all__ = ["FlushCmd", "IndexQuery", "MinTxQuery", "PartitionFactory", "PartitionMachine", "ReadAt",
-           "ReadLatest", "ReadResolved", "ScanAt", "ScanLatest", "TxQuery", "group_of_name"]
+__all__ = ["FlushCmd", "IndexQuery", "MinTxQuery", "PartitionFactory", "PartitionMachine",
+           "ReadAt", "ReadLatest", "ReadResolved", "ReplayEventsQuery", "ScanAt", "ScanLatest",
+           "TxQuery", "group_of_name"]
