@@ -32,6 +32,7 @@ from sediment.actors.catalog import ddl
 from sediment.actors.catalog.errors import TableNotFound
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CompactCatalog
+from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.server import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
@@ -198,7 +199,13 @@ def test_a_dropped_zone_is_compacted(seed: int, tmp_path: Path) -> None:
         tx.insert("U", {"k": 1})
         tx.insert("T", {"k": 1, "v": 1})
         assert tx.commit()
+        y = c.catalog().zone_named("Y").id
+        members = [raft_name(f"part-{y}-{p}", n) for p in range(2) for n in c.nodes]
+        assert any(c.rt.whereis(m) is not None for m in members)
         dropped = c.ddl(ddl.DropTable("U"), ddl.DropZone("Y"))[0]
+        # the dropped zone's partition members are stopped on every node
+        assert eventually(c.rt, lambda: all(c.rt.whereis(m) is None for m in members),
+                          timeout=10)
         c.add_column("T", ("after", "int"))
         c.add_column("T", ("after2", "int"))  # compaction keeps the version before latest
         assert eventually(c.rt, lambda: c.versions().earliest_version > dropped, timeout=30)

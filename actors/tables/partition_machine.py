@@ -228,6 +228,8 @@ class PartitionMachine:
                 "replay_floor": partition.replay_floor(s),
                 "min_tx_durable": s.min_tx.durable, "min_tx_stored": s.min_tx.stored,
                 "keys": len(s.rows.versions), "intents": len(s.rows.intents),
+                "row_versions": sum(len(c) for c in s.rows.versions.values()),
+                "tables": sorted({k[0] for k in s.rows.versions}),
                 "tx_records": len(s.txs),
                 "indexes": {i: len(e) for i, (_, e) in sorted(s.indexes.items())}}
 

@@ -58,7 +58,7 @@ from sediment.actors.tables.node_state import (
     meta_query,
     store_lwm,
 )
-from sediment.actors.tables.partition import UpdateMinActiveTxTimeCmd
+from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
 from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery, group_of_name
 from sediment.actors.tables.partition_members import (
     PartitionOptions,
@@ -350,9 +350,30 @@ async def _lwm_event(s: NodeState, event: lw.Event) -> None:
         elif isinstance(e, lw.Changed):
             for pid in s.lwm_subscribers:
                 s.ctx.send(pid, ("lwm_changed", e.lwm))
+            await _collect_garbage(s, e.lwm)
         elif isinstance(e, lw.SetTimer):
             delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
             s.ctx.send_after(delay, s.ctx.self(), _LwmTick(e.at_physical_ms))
+
+
+async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
+    """On a new low watermark, propose `GcCmd` to the partitions this node leads: row
+    versions no read at or above the watermark can see go, and so do the rows of tables
+    dropped at or before it (those the retained catalog versions still name)."""
+    try:
+        log_now = await catalog_log_now(s)
+        at_lwm = catalog_log.catalog_at(log_now, max(lwm, log_now.snapshot.activation))
+    except CatalogError:
+        return
+    known = {t for v in range(log_now.earliest_version, log_now.latest_version + 1)
+             for t in catalog_log.catalog(log_now, v).tables}
+    dropped = frozenset(t for t in known
+                        if t not in at_lwm.tables and t < at_lwm.object_id_gen)
+    for group in sorted(s.collector.times, key=str):
+        nodes = tuple(sorted(s.assignments.get(group, ())))
+        if nodes and await _leads(s, partition_group(group)):
+            await spawn_task(s.ctx, partition_group(group), nodes,
+                             (("propose", GcCmd(lwm, dropped)),), s.next_tag(("gc", group)))
 
 
 # ---- reads --------------------------------------------------------------------------
