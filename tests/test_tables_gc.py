@@ -1,7 +1,8 @@
 """Garbage collection below the low watermark on the simulator: when a node's low
 watermark moves it proposes `GcCmd` to the partitions it leads, so row versions no read
 at or above the watermark can see go, and so do the rows of a dropped table; what reads
-at or above the watermark see is unchanged."""
+at or above the watermark see is unchanged. The partitions also learn how far the
+catalog was compacted (rule 4)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,6 @@ def test_old_versions_and_dropped_tables_go_below_the_low_watermark(tmp_path: Pa
         assert eventually(c.rt, lambda: partition_status(c)["row_versions"] == 1, timeout=30)
         assert partition_status(c)["tables"] == [t_id]
         assert c.get("T", (1,)) == {"k": 1, "v": 4}
-        c.poll()
+        # rule 4: the partition learned how far the catalog was compacted
+        assert eventually(c.rt, lambda: partition_status(c)["catalog_floor"]
+                          == c.versions().earliest_version > 0, timeout=30)

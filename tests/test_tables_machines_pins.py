@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sediment.actors.catalog import ddl
 from sediment.actors.catalog.descriptors import Column, ZonePartition
+from sediment.actors.catalog.errors import CatalogVersionCompacted
 from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.machine import ExecuteDdl, Rejected
 from sediment.actors.catalog.metastore_machine import (
@@ -123,3 +124,26 @@ def test_an_index_backfill_survives_a_flush_and_a_reopen(tmp_path: Path) -> None
     again = PartitionMachine(gdir, G)
     assert again.query(IndexQuery(9)) == (4, (((1,), (1,)),))
     assert again.query(IndexQuery(8)) is None
+
+
+def test_a_partition_refuses_commands_under_a_compacted_catalog_version(
+        tmp_path: Path) -> None:
+    """Rule 4: after `CatalogCompactedCmd(3)` a command written under version 2 is a
+    typed `CatalogVersionCompacted` and changes nothing but the applied index; the
+    floor survives a flush and a reopen."""
+    gdir = str(tmp_path / "p")
+    m = PartitionMachine(gdir, G)
+    assert m.apply(e(1, partition.CatalogCompactedCmd(3))) == partition.Ok()
+    before = m.state
+    r = m.apply(e(2, write("a", 1, 2)))
+    assert isinstance(r, partition.Failed) and isinstance(r.error, CatalogVersionCompacted)
+    assert m.state.rows == before.rows and m.state.applied == 2
+    for late in (partition.CleanupCmd("a", hts(20), 2),
+                 partition.FinishTxCmd("a", True, hts(20), frozenset({G}), 1)):
+        r = m.apply(e(m.applied + 1, late))
+        assert isinstance(r, partition.Failed)
+    assert m.apply(e(m.applied + 1, write("b", 2, 3))) == partition.Ok()
+    m.apply(e(m.applied + 1, partition.CatalogCompactedCmd(1)))  # never backwards
+    m.apply(e(m.applied + 1, FlushCmd()))
+    again = PartitionMachine(gdir, G)
+    assert again.state.catalog_floor == 3

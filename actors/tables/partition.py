@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 from sediment.actors.catalog.descriptors import ZonePartition
-from sediment.actors.catalog.errors import CatalogError, InvalidCommand
+from sediment.actors.catalog.errors import CatalogError, CatalogVersionCompacted, InvalidCommand
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.tables import index_build, min_tx_time, mvcc, tx_state
 from sediment.actors.tables.mvcc import PartitionRows, Row, WriteIntent
@@ -96,8 +96,18 @@ class BuildIndexCmd:
     catalog_version: int
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogCompactedCmd:
+    """The catalog was compacted to `earliest_version`: from this entry on, the
+    partition refuses commands written under an older version (rule 4). A log entry, so
+    every replica refuses the same commands."""
+
+    earliest_version: int
+
+
 PartitionCommand: TypeAlias = (WriteIntentCmd | FinishTxCmd | CleanupCmd | RecoverTxCmd
-                               | UpdateMinActiveTxTimeCmd | GcCmd | BuildIndexCmd)
+                               | UpdateMinActiveTxTimeCmd | GcCmd | BuildIndexCmd
+                               | CatalogCompactedCmd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +148,7 @@ class PartitionState:
     applied: int = 0
     flushed: int = 0  # entries at or below it are durable and never replayed
     unflushed_floor: int | None = None  # lowest catalog version applied since the flush
+    catalog_floor: int = 0  # commands under an older catalog version are refused
     # index id -> (building catalog version, its backfilled entries)
     indexes: Mapping[int, tuple[int, IndexEntries]] = field(default_factory=dict)
 
@@ -165,6 +176,11 @@ def apply(state: PartitionState, index: int,
 
 
 def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, PartitionResult]:
+    version = getattr(cmd, "catalog_version", None)
+    if isinstance(version, int) and version < s.catalog_floor:
+        raise CatalogVersionCompacted(f"version {version}", s.catalog_floor)
+    if isinstance(cmd, CatalogCompactedCmd):
+        return replace(s, catalog_floor=max(s.catalog_floor, cmd.earliest_version)), Ok()
     if isinstance(cmd, WriteIntentCmd):
         intent = WriteIntent(cmd.tx_id, cmd.commit_partition, cmd.begin_ts, cmd.schema_version,
                              cmd.catalog_version, cmd.row)
@@ -213,6 +229,7 @@ def flush(state: PartitionState) -> tuple[PartitionState, HybridTimestamp | None
 
 __all__ = [
     "BuildIndexCmd",
+    "CatalogCompactedCmd",
     "CleanupCmd",
     "Collected",
     "Failed",

@@ -228,6 +228,7 @@ class PartitionMachine:
                 "replay_floor": partition.replay_floor(s),
                 "min_tx_durable": s.min_tx.durable, "min_tx_stored": s.min_tx.stored,
                 "keys": len(s.rows.versions), "intents": len(s.rows.intents),
+                "catalog_floor": s.catalog_floor,
                 "row_versions": sum(len(c) for c in s.rows.versions.values()),
                 "tables": sorted({k[0] for k in s.rows.versions}),
                 "tx_records": len(s.txs),
@@ -262,7 +263,7 @@ class PartitionMachine:
                for t, r in s.txs.items()]
         meta = {"group": (s.group.zone_id, s.group.partition), "applied": s.applied,
                 "min_tx": (_ts(s.min_tx.stored), _ts(s.min_tx.durable), s.min_tx.applied_index),
-                "indexes": dict(s.indexes)}
+                "indexes": dict(s.indexes), "catalog_floor": s.catalog_floor}
         with self.db:
             for table in ("versions", "intents", "txs", "meta"):
                 self.db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed names)
@@ -297,7 +298,7 @@ class PartitionMachine:
         rows = PartitionRows({k: tuple(v) for k, v in chains.items()}, intents)
         applied = int(meta["applied"])
         return PartitionState(group, rows, txs, min_tx, applied, applied, None,
-                              meta.get("indexes", {}))
+                              meta.get("catalog_floor", 0), meta.get("indexes", {}))
 
 
 def _ts(ts: HybridTimestamp | None) -> int | None:

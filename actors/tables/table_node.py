@@ -58,7 +58,11 @@ from sediment.actors.tables.node_state import (
     meta_query,
     store_lwm,
 )
-from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
+from sediment.actors.tables.partition import (
+    CatalogCompactedCmd,
+    GcCmd,
+    UpdateMinActiveTxTimeCmd,
+)
 from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery, group_of_name
 from sediment.actors.tables.partition_members import (
     PartitionOptions,
@@ -125,6 +129,8 @@ async def _handle(s: NodeState, msg: Any) -> None:
             await node_txs.on_task(s, what, msg)
         elif isinstance(what, tuple) and what[0] == "ddl":
             await _ddl_done(s, what[1], msg)
+        elif isinstance(what, tuple) and what[0] == "floor" and not msg.ok:
+            s.floor_sent.pop(what[1], None)  # not taken: the next look proposes again
     elif isinstance(msg, _Activated):
         ctx.reply(msg.client, msg.reply)
     elif isinstance(msg, _Ensure):
@@ -253,6 +259,7 @@ async def _ensure(s: NodeState) -> None:
     except CallError:
         return
     await _stop_unassigned(s)
+    await _announce_compaction(s)
     options = s.config.partitions or PartitionOptions(s.config.data_dir)
     for group, nodes in sorted(s.assignments.items(), key=lambda x: (x[0].zone_id,
                                                                       x[0].partition)):
@@ -265,6 +272,21 @@ async def _ensure(s: NodeState) -> None:
             s.collector = min_tx_time.add_partition(s.collector, group)
         else:
             _logger.warning("partition member did not start", group=str(group), reply=reply)
+
+
+async def _announce_compaction(s: NodeState) -> None:
+    """Tell the partitions this node leads how far the catalog was compacted
+    (`CatalogCompactedCmd`), so they refuse commands under older versions (rule 4)."""
+    earliest = (await meta_query(s, VersionsQuery())).earliest_version
+    for group in sorted(s.started, key=str):
+        nodes = tuple(sorted(s.assignments.get(group, ())))
+        if (s.floor_sent.get(group, 0) >= earliest or not nodes
+                or not await _leads(s, partition_group(group))):
+            continue
+        s.floor_sent[group] = earliest
+        await spawn_task(s.ctx, partition_group(group), nodes,
+                         (("propose", CatalogCompactedCmd(earliest)),),
+                         s.next_tag(("floor", group)))
 
 
 async def _stop_unassigned(s: NodeState) -> None:
