@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runtime_helpers import eventually
+from runtime_helpers import collector, eventually
 
 from sediment.actors.catalog.descriptors import IndexStatus
 from sediment.actors.catalog.errors import IndexExists, IndexNotFound, TableNotFound
@@ -19,10 +19,12 @@ from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.tables.cluster import TablesCluster
+from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import IndexQuery
 from sediment.actors.tables.recorder import Recorder
 from sediment.runtime.errors import CallError
+from sediment.runtime.failpoints import FailpointHit
 from sediment.scenarios.checkers.catalog_compaction import compaction_safety
 
 COLUMNS = [("k", "int", False), ("v", "int")]
@@ -138,3 +140,27 @@ def test_the_recorder_pins_an_index_build_until_available_was_proposed() -> None
     assert not compaction_safety(r.history()).ok
     r.poll_indexes({"builds": [], "finished": [{"name": "I", "available_proposed_at": 1.5}]})
     assert compaction_safety(r.history()).ok  # the build had ended by then
+
+
+def test_a_new_leaders_driver_resumes_a_building_index(cluster: TablesCluster) -> None:
+    """The metastore leader dies while its driver holds a build at BUILDING; the next
+    leader's driver backfills again and makes it AVAILABLE."""
+    c = cluster
+    tx = c.begin()
+    tx.insert("T", {"k": 1, "v": 7})
+    assert tx.commit()
+    sink = c.rt.spawn(collector, node="ctl")
+    c.rt.arm_failpoint_everywhere(BEFORE_AVAILABLE, "pause", notify=sink, tag="held")
+    c.create_index("T_v", "T", ["v"])
+    assert eventually(c.rt, lambda: any(isinstance(m, FailpointHit)
+                                        for m in c.rt.call(sink, "get")), timeout=30)
+    leader = c.leader()
+    assert leader is not None and c.index("T_v").status is IndexStatus.BUILDING
+    term = c.raft_status(leader)["term"]  # type: ignore[index]
+    c.kill_node(leader)
+    c.rt.release_failpoint_everywhere(BEFORE_AVAILABLE)
+    c.wait_index_available("T_v", timeout=60)
+    status = c.index_driver_status()
+    assert status is not None and status["term"] > term  # a later term's driver did it
+    entries = [e for _, es in backfills(c, c.index("T_v").id).values() for e in es]
+    assert entries == [((7,), (1,))]

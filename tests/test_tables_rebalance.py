@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runtime_helpers import eventually
+from runtime_helpers import collector, eventually
 
 from sediment.actors.catalog.errors import InvalidDdl, ZoneNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
@@ -19,7 +19,9 @@ from sediment.actors.log.shell.names import raft_name
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ScanAt
+from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
 from sediment.runtime.errors import CallError
+from sediment.runtime.failpoints import FailpointHit
 from sediment.scenarios.checkers.catalog_compaction import compaction_safety
 
 COLUMNS = [("k", "int", False), ("v", "int")]
@@ -133,3 +135,33 @@ def test_bad_alter_zone_is_a_typed_error_and_changes_nothing(tmp_path: Path) -> 
         c.rt.sleep(1.0)  # the driver's looks
         assert (c.versions().latest_version, c.assignments()) == before
         assert not c.rebalances()
+
+
+def test_a_new_leaders_driver_resumes_a_pending_rebalance(tmp_path: Path) -> None:
+    """The metastore leader dies with rebalances held before their stable record; the
+    next leader's driver runs the pending ones again from the start (every step that
+    already holds counts as done) and records them."""
+    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=10,
+                             lwm=LWM) as c:
+        c.create_zone("Z", partitions=2, replicas=2)
+        c.create_table("T", "Z", COLUMNS, ["k"])
+        tx = c.begin()
+        for k in range(6):
+            tx.insert("T", {"k": k, "v": k})
+        assert tx.commit()
+        sink = c.rt.spawn(collector, node="ctl")
+        c.rt.arm_failpoint_everywhere(BEFORE_RECORD, "pause", notify=sink, tag="held")
+        c.alter_zone("Z", 3)
+        assert eventually(c.rt, lambda: any(isinstance(m, FailpointHit)
+                                            for m in c.rt.call(sink, "get")), timeout=30)
+        leader = c.leader()
+        assert leader is not None and c.rebalances()
+        c.kill_node(leader)
+        c.rt.release_failpoint_everywhere(BEFORE_RECORD)
+        c.wait_rebalanced("Z", timeout=60)
+        for group, nodes in c.assignments().items():
+            assert len(nodes) == 3
+            assert eventually(c.rt, lambda g=group, n=nodes: voters(c, g, tuple(n)) == set(n),
+                              timeout=30)
+        assert sorted(r["k"] for r in c.scan("T", node=next(
+            n for n in c.nodes if n != leader))) == list(range(6))
