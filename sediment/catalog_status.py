@@ -6,7 +6,8 @@ that leaves one transaction open across several DDL changes, and prints the stat
 `TablesCluster.catalog_status()` returns: the earliest and latest catalog versions,
 the update log's size, the coordinator's last iterations and, per node, its low
 watermark, its oldest active transaction (and the version it pins) and its partitions
-that have not published a minimum tx time yet. `render` is the text form.
+that have not published a minimum tx time yet; the running index builds and
+rebalances, each with the version it pins. `render` is the text form.
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def render(status: dict[str, Any], iterations: int = 5) -> str:
         version = f" to {o['version']}" if o.get("version") is not None else ""
         detail = f": {o['detail']}" if o.get("detail") else ""
         lines.append(f"  iteration {o['iteration']:<5} {o['outcome']}{version}{detail}")
+    builds = status.get("index_builds") or {}
+    for b in builds.get("builds", ()):
+        waiting = f", waiting for {', '.join(b['waiting_nodes'])}" if b["waiting_nodes"] else ""
+        lines.append(f"index build       {b['name']} {b['stage']} (pins version "
+                     f"{b['created_version']}; {b['built']}/{b['partitions']} partitions "
+                     f"backfilled{waiting})")
+    for r in (status.get("rebalances") or {}).get("running", ()):
+        lines.append(f"rebalance         {r['group']} {r.get('stable', [])} -> "
+                     f"{r.get('target', [])} (pins version {r['catalog_version']})")
     lines.append("what holds compaction back, per node:")
     for node, s in sorted(status["nodes"].items()):
         if s is None:

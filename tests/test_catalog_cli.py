@@ -40,8 +40,16 @@ def test_render_names_each_hold() -> None:
                                "unpublished": [], "partitions": ["z0p0"]},
                         "n2": {"lwm": None, "oldest_tx": None, "unpublished": ["z0p1"],
                                "partitions": ["z0p1"]},
-                        "n3": None}}
+                        "n3": None},
+              "index_builds": {"builds": [{"name": "T_v", "stage": "waiting_txs",
+                                           "created_version": 5, "built": 0,
+                                           "partitions": 4, "waiting_nodes": ["n1"]}]},
+              "rebalances": {"running": [{"group": "z0p2", "stable": ["n1"],
+                                          "target": ["n1", "n3"], "catalog_version": 6}]}}
     text = render(status)
+    assert "index build       T_v waiting_txs (pins version 5; 0/4 partitions backfilled, " \
+           "waiting for n1)" in text
+    assert "rebalance         z0p2 ['n1'] -> ['n1', 'n3'] (pins version 6)" in text
     assert "catalog versions  3..7" in text
     assert "iteration 9 (collecting, waiting for n3)" in text
     assert "partitions_missing: n2 did not cover" in text

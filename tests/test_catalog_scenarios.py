@@ -10,7 +10,13 @@ few; `SEDIMENT_CATALOG_SEEDS=200` for the full sweep), checked by the history ch
   `nodes_missing` until it is back);
 - a node stopped, the catalog compacted past the low watermark it stored, the node
   restarted (Ignite's ItNodeRecoveryAfterCatalogTruncatedAboveStoredLwmTest);
-- a dropped zone compacted (IGNITE-25867).
+- a dropped zone compacted (IGNITE-25867);
+- an index build racing compaction: while its backfill is held, the coordinator aborts
+  `index_building` and the catalog keeps the version that registered it; once it is
+  AVAILABLE compaction passes that version;
+- a rebalance in progress: while a partition's replicas move (held before its stable
+  record), every node folds its pin into its local minimum and the catalog keeps the
+  version it was planned at; once it ends compaction passes it.
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ from sediment.actors.catalog import ddl
 from sediment.actors.catalog.errors import TableNotFound
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CompactCatalog
+from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.server import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster
+from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.node_state import load_lwm
+from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
 from sediment.runtime.failpoints import FailpointHit
 
 LWM = LowWatermarkConfig(data_availability_ms=1_500, update_interval_ms=300,
@@ -190,7 +199,13 @@ def test_a_dropped_zone_is_compacted(seed: int, tmp_path: Path) -> None:
         tx.insert("U", {"k": 1})
         tx.insert("T", {"k": 1, "v": 1})
         assert tx.commit()
+        y = c.catalog().zone_named("Y").id
+        members = [raft_name(f"part-{y}-{p}", n) for p in range(2) for n in c.nodes]
+        assert any(c.rt.whereis(m) is not None for m in members)
         dropped = c.ddl(ddl.DropTable("U"), ddl.DropZone("Y"))[0]
+        # the dropped zone's partition members are stopped on every node
+        assert eventually(c.rt, lambda: all(c.rt.whereis(m) is None for m in members),
+                          timeout=10)
         c.add_column("T", ("after", "int"))
         c.add_column("T", ("after2", "int"))  # compaction keeps the version before latest
         assert eventually(c.rt, lambda: c.versions().earliest_version > dropped, timeout=30)
@@ -199,4 +214,74 @@ def test_a_dropped_zone_is_compacted(seed: int, tmp_path: Path) -> None:
         assert c.get("T", (1,)) == {"k": 1, "v": 1}
         assert all(not any(g.startswith("z1") for g in s["published"])
                    for s in (c.node_status(n) for n in c.nodes) if s)
+        assert_checks_pass(c)
+
+
+@pytest.mark.parametrize("seed", seeds(2))
+def test_an_index_build_racing_compaction(seed: int, tmp_path: Path) -> None:
+    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=seed,
+                             lwm=LWM) as c:
+        setup(c)
+        w = Workload(c, random.Random(seed))
+        w.run(15)
+        w.finish()
+        sink = c.rt.spawn(collector, node="ctl")
+        point = BEFORE_AVAILABLE  # the driver holds the build at BUILDING
+        c.rt.arm_failpoint_everywhere(point, "pause", notify=sink, tag="building")
+        created = c.create_index("T_v", "T", ["v"])
+        assert eventually(c.rt, lambda: any(isinstance(m, FailpointHit)
+                                            for m in c.rt.call(sink, "get")), timeout=30)
+        assert c.index("T_v").status.value == "building"
+        for i in range(3):  # versions for the watermark to pass while it builds
+            c.add_column("T", (f"during{i}", "int"))
+            w.run(5)
+        w.finish()
+        c.rt.sleep(3 * LWM.data_availability_ms / 1000)
+        c.poll()
+        assert c.versions().earliest_version <= created
+        outcomes = [o["outcome"] for o in c.coordinator_status()["outcomes"]]  # type: ignore[index]
+        assert "index_building" in outcomes, outcomes
+        assert c.index("T_v").status.value == "building"
+        c.rt.release_failpoint_everywhere(point)
+        c.wait_index_available("T_v")
+        w.run(10)
+        w.finish()
+        c.add_column("T", ("after", "int"))
+        c.add_column("T", ("after2", "int"))
+        assert eventually(c.rt, lambda: c.versions().earliest_version > created, timeout=30)
+        assert_checks_pass(c)
+
+
+@pytest.mark.parametrize("seed", seeds(2))
+def test_a_rebalance_in_progress_holds_compaction(seed: int, tmp_path: Path) -> None:
+    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=seed,
+                             lwm=LWM) as c:
+        setup(c)  # two replicas
+        w = Workload(c, random.Random(seed))
+        w.run(15)
+        w.finish()
+        sink = c.rt.spawn(collector, node="ctl")
+        c.rt.arm_failpoint_everywhere(BEFORE_RECORD, "pause", notify=sink, tag="moving")
+        planned = c.alter_zone("Z", 3)
+        assert eventually(c.rt, lambda: any(isinstance(m, FailpointHit)
+                                            for m in c.rt.call(sink, "get")), timeout=30)
+        assert c.rebalances()  # pending in the metastore
+        for i in range(3):  # versions for the watermark to pass while it moves
+            c.add_column("T", (f"during{i}", "int"))
+            w.run(5)
+        w.finish()
+        c.rt.sleep(3 * LWM.data_availability_ms / 1000)
+        c.poll()
+        assert c.versions().earliest_version < planned
+        assert c.coordinator_status()["outcomes"]  # type: ignore[index]
+        c.rt.release_failpoint_everywhere(BEFORE_RECORD)
+        c.wait_rebalanced("Z")
+        assert all(len(n) == 3 for n in c.assignments().values())
+        w.run(10)
+        w.finish()
+        c.add_column("T", ("after", "int"))
+        c.add_column("T", ("after2", "int"))
+        assert eventually(c.rt, lambda: c.versions().earliest_version > planned, timeout=30)
+        pins = [p for p in c.recorder.history().pins if p.kind == "rebalance"]
+        assert pins and all(p.version == planned for p in pins)
         assert_checks_pass(c)

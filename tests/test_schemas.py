@@ -175,7 +175,7 @@ def test_a_partition_file_of_the_previous_release_migrates_and_loads(tmp_path: P
 def test_the_version_table_is_sqlite_utils_one() -> None:
     from sqlite_utils.migrations import Migrations
 
-    assert VERSION_TABLE == Migrations.migrations_table
+    assert Migrations.migrations_table == VERSION_TABLE
 
 
 def test_opening_stores_loads_neither_pandas_nor_sqlite_utils_for_a_current_file(

@@ -6,12 +6,22 @@ this machine. When a DDL batch creates a zone, the machine places the zone's par
 on the cluster's nodes (`partitioning.assign`, rendezvous hashing) and records them;
 every member computes the same placement at the same index, so the record is
 replicated state. A dropped zone's assignments go with it. Changing a zone's replicas
-does not move anything here: moving replicas is the rebalance driver's job (not built
-yet), which would record the new stable assignments by a command of its own.
+does not move anything here: moving replicas is the rebalance driver's job
+(`tables/rebalance_driver.py`). Its commands, as Ignite's pending and stable
+assignment keys:
+
+- `SetPending(group, target, catalog_version, pin)`: a rebalance of the partition
+  started, pinned to that catalog version (whose activation is `pin`); refused
+  (`Rejected`) for a partition with no stable assignment (its zone dropped);
+- `RecordStable(group, nodes)`: it ended, the target is the stable assignment now;
+- `CancelPending(group)`: it failed, the stable assignment stays.
+
+Every node reads the pending ones (`RebalancesQuery()`) and folds the oldest pin into
+its local minimum for catalog compaction (Ignite's RebalanceMinimumRequiredTimeProvider).
 
 Queries beside the catalog's: `AssignmentsQuery()` -> {ZonePartition: nodes};
-`ViewQuery()` -> (the whole `CatalogLog`, the assignments), what the compaction
-coordinator decides on.
+`RebalancesQuery()` -> {ZonePartition: Pending}; `ViewQuery()` -> (the whole
+`CatalogLog`, the assignments), what the compaction coordinator decides on.
 """
 
 from __future__ import annotations
@@ -24,7 +34,9 @@ from typing import Any
 
 from sediment.actors.catalog import codec
 from sediment.actors.catalog.descriptors import Catalog, ZonePartition
-from sediment.actors.catalog.machine import CatalogMachine, DdlApplied, answer_query
+from sediment.actors.catalog.errors import InvalidCommand, ZoneNotFound
+from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.catalog.machine import CatalogMachine, DdlApplied, Rejected, answer_query
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.hosted import HostedMachine
 from sediment.actors.tables import partitioning
@@ -40,6 +52,43 @@ class AssignmentsQuery:
 @dataclass(frozen=True, slots=True)
 class ViewQuery:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class RebalancesQuery:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    target: frozenset[str]
+    catalog_version: int
+    pin: HybridTimestamp
+
+
+@dataclass(frozen=True, slots=True)
+class SetPending:
+    group: ZonePartition
+    target: frozenset[str]
+    catalog_version: int
+    pin: HybridTimestamp
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStable:
+    group: ZonePartition
+    nodes: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelPending:
+    group: ZonePartition
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChanged:
+    group: ZonePartition
+    nodes: frozenset[str] | None  # the stable assignment now
 
 
 def placed(catalog: Catalog, old: Assignments, nodes: tuple[str, ...]) -> dict[ZonePartition,
@@ -61,36 +110,70 @@ class CatalogMetastore(CatalogMachine):
         super().__init__(group_dir)
         self.nodes = tuple(nodes)
         self.assignments: dict[ZonePartition, frozenset[str]] = {}
+        self.pending: dict[ZonePartition, Pending] = {}
 
     def apply(self, entry: Entry) -> Any:
+        cmd = entry.command
+        if isinstance(cmd, SetPending | RecordStable | CancelPending):
+            self.applied = entry.index
+            return self._rebalance(cmd)
         result = super().apply(entry)
         if isinstance(result, DdlApplied):
             self.assignments = placed(self.log.latest, self.assignments, self.nodes)
+            self.pending = {g: p for g, p in self.pending.items() if g in self.assignments}
         return result
+
+    def _rebalance(self, cmd: SetPending | RecordStable | CancelPending) -> Any:
+        if cmd.group not in self.assignments:
+            return Rejected(ZoneNotFound(f"no partition {cmd.group}"))
+        if isinstance(cmd, SetPending):
+            if not cmd.target:
+                return Rejected(InvalidCommand(f"a rebalance of {cmd.group} to no replicas"))
+            self.pending[cmd.group] = Pending(frozenset(cmd.target), cmd.catalog_version,
+                                              cmd.pin)
+        elif isinstance(cmd, RecordStable):
+            if not cmd.nodes:
+                return Rejected(InvalidCommand(f"no replicas for {cmd.group}"))
+            self.assignments[cmd.group] = frozenset(cmd.nodes)
+            self.pending.pop(cmd.group, None)
+        else:
+            self.pending.pop(cmd.group, None)
+        return AssignmentChanged(cmd.group, self.assignments.get(cmd.group))
 
     def snapshot(self) -> tuple[bytes, list[int]]:
         log_bytes, live = super().snapshot()
         rows = sorted([g.zone_id, g.partition, sorted(n)] for g, n in self.assignments.items())
-        extra = json.dumps(rows, separators=(",", ":")).encode()
+        pending = sorted([g.zone_id, g.partition, sorted(p.target), p.catalog_version,
+                          p.pin.value] for g, p in self.pending.items())
+        extra = json.dumps({"assignments": rows, "pending": pending},
+                           separators=(",", ":")).encode()
         return struct.pack(">I", len(log_bytes)) + log_bytes + extra, live
 
     def restore(self, data: bytes, index: int,
                 read_entry: Callable[[int], Entry | None]) -> None:
         (size,) = struct.unpack(">I", data[:4])
         self.log = codec.decode_log(data[4:4 + size])
-        rows = json.loads(data[4 + size:].decode())
-        self.assignments = {ZonePartition(z, p): frozenset(n) for z, p, n in rows}
+        extra = json.loads(data[4 + size:].decode())
+        if isinstance(extra, list):  # the format before rebalances
+            extra = {"assignments": extra, "pending": []}
+        self.assignments = {ZonePartition(z, p): frozenset(n)
+                            for z, p, n in extra["assignments"]}
+        self.pending = {ZonePartition(z, p): Pending(frozenset(n), v, HybridTimestamp(pin))
+                        for z, p, n, v, pin in extra["pending"]}
         self.applied = index
 
     def query(self, request: Any) -> Any:
         if isinstance(request, AssignmentsQuery):
             return dict(self.assignments)
+        if isinstance(request, RebalancesQuery):
+            return dict(self.pending)
         if isinstance(request, ViewQuery):
             return self.log, dict(self.assignments)
         return answer_query(self.log, request)
 
     def status(self) -> dict[str, Any]:
-        return {**super().status(), "partitions": len(self.assignments)}
+        return {**super().status(), "partitions": len(self.assignments),
+                "rebalances": len(self.pending)}
 
 
 @dataclass(frozen=True)
@@ -103,5 +186,6 @@ class MetastoreFactory:
         return CatalogMetastore(group_dir, self.nodes)
 
 
-__all__ = ["Assignments", "AssignmentsQuery", "CatalogMetastore", "MetastoreFactory",
-           "ViewQuery", "placed"]
+__all__ = ["AssignmentChanged", "Assignments", "AssignmentsQuery", "CancelPending",
+           "CatalogMetastore", "MetastoreFactory", "Pending", "RebalancesQuery", "RecordStable",
+           "SetPending", "ViewQuery", "placed"]

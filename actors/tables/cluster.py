@@ -34,18 +34,36 @@ from sediment.actors.catalog.coordinator_process import (
     CoordinatorProcessConfig,
     coordinator_process,
 )
-from sediment.actors.catalog.descriptors import Column
+from sediment.actors.catalog.descriptors import Column, IndexStatus
+from sediment.actors.catalog.errors import IndexNotFound, ZoneNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.catalog.machine import CatalogAtQuery, Rejected, VersionsQuery
-from sediment.actors.catalog.metastore_machine import MetastoreFactory
+from sediment.actors.catalog.machine import (
+    CatalogAtQuery,
+    CatalogVersionQuery,
+    Rejected,
+    VersionsQuery,
+)
+from sediment.actors.catalog.metastore_machine import (
+    AssignmentsQuery,
+    MetastoreFactory,
+    RebalancesQuery,
+)
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
-from sediment.actors.tables.names import COORDINATOR, META_GROUP, table_node_name
+from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
+from sediment.actors.tables.names import (
+    COORDINATOR,
+    INDEX_DRIVER,
+    META_GROUP,
+    REBALANCE_DRIVER,
+    table_node_name,
+)
 from sediment.actors.tables.node_state import TableNodeConfig
 from sediment.actors.tables.partition_members import PartitionOptions, parts_supervisor
-from sediment.actors.tables.recorder import Recorder
+from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
+from sediment.actors.tables.recorder import Recorder, poll_replay
 from sediment.actors.tables.table_node import table_node
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -72,7 +90,9 @@ class TablesCluster:
               data_dir: str | None = None, seed: int = 0,
               lwm: lw.LowWatermarkConfig = TEST_LWM, answer_timeout_ms: int = 2_000,
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
-              runtime: Any = None) -> TablesCluster:
+              scale_down_after: float | None = None, runtime: Any = None) -> TablesCluster:
+        """`scale_down_after`: seconds a node must be gone before its replicas move
+        (None, as Ignite's default: they never move for a node leaving)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
@@ -83,15 +103,22 @@ class TablesCluster:
             rt = runtime
         spec = GroupSpec(META_GROUP, names, data_dir, election_timeout=election_timeout,
                          snapshot_every=256, machine=MetastoreFactory(names))
+        partitions = PartitionOptions(data_dir, election_timeout)
         config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
-                                 partitions=PartitionOptions(data_dir, election_timeout))
+                                 partitions=partitions)
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
                                   CoordinatorProcessConfig(names, answer_timeout_ms))
+        drivers = (coordinator,
+                   LeaderChild(META_GROUP, "index-driver", INDEX_DRIVER, index_driver,
+                               IndexDriverConfig(names)),
+                   LeaderChild(META_GROUP, "rebalance-driver", REBALANCE_DRIVER,
+                               rebalance_driver, RebalanceDriverConfig(
+                                   names, partitions, scale_down_after=scale_down_after)))
         specs = [ChildSpec(f"node:{n}", (Spawn(supervisor, node=n, label=f"tables-sup:{n}",
                                                host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=50,
                                                    period=10),
-                                          _children(n, spec, config, coordinator))),
+                                          _children(n, spec, config, drivers))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=50, period=10), specs, name="tables",
                         node=CONTROL_NODE)
@@ -169,6 +196,39 @@ class TablesCluster:
     def create_zone(self, name: str, partitions: int = 8, replicas: int = 3) -> int:
         return self.ddl(ddl.CreateZone(name, partitions, replicas))[0]
 
+    def alter_zone(self, name: str, replicas: int) -> int:
+        """Change the zone's replica count (1..nodes; InvalidDdl otherwise, ZoneNotFound
+        for a missing zone, nothing changed). The rebalance driver then moves replicas
+        (`wait_rebalanced`)."""
+        return self.ddl(ddl.AlterZone(name, replicas))[0]
+
+    def assignments(self, node: str | None = None) -> dict[Any, frozenset[str]]:
+        """The stable assignments, from a node's metastore replica."""
+        return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
+                            ("query", AssignmentsQuery()), timeout=self.timeout)
+
+    def rebalances(self, node: str | None = None) -> dict[Any, Any]:
+        """The pending rebalances, from a node's metastore replica."""
+        return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
+                            ("query", RebalancesQuery()), timeout=self.timeout)
+
+    def wait_rebalanced(self, zone: str, timeout: float | None = None) -> None:
+        """Wait (bounded) until every partition of the zone has its planned replica count
+        and no rebalance is pending."""
+        deadline = self.now() + (timeout or self.timeout)
+        while True:
+            z = self.catalog().zone_named(zone)
+            if z is None:
+                raise ZoneNotFound(zone)
+            self.poll_rebalances()
+            mine = {g: n for g, n in self.assignments().items() if g.zone_id == z.id}
+            if (not any(g.zone_id == z.id for g in self.rebalances())
+                    and all(len(n) == min(z.replicas, len(self.nodes)) for n in mine.values())):
+                return
+            if self.now() > deadline:
+                raise TimeoutError(f"zone {zone} is still rebalancing: {mine}")
+            self.rt.sleep(0.1)
+
     def drop_zone(self, name: str) -> int:
         return self.ddl(ddl.DropZone(name))[0]
 
@@ -183,6 +243,50 @@ class TablesCluster:
 
     def drop_table(self, name: str) -> int:
         return self.ddl(ddl.DropTable(name))[0]
+
+    def create_index(self, name: str, table: str, columns: Sequence[str],
+                     unique: bool = False) -> int:
+        """Register a secondary index (REGISTERED at the version returned); the index
+        build driver then builds it (BUILDING, backfilled in every partition) and makes
+        it AVAILABLE (`wait_index_available`). Until then it holds compaction back."""
+        at = self.now()
+        version = self.ddl(ddl.CreateIndex(name, table, tuple(columns), unique))[0]
+        self.recorder.index_registered(name, version, at)
+        return version
+
+    def drop_index(self, name: str) -> int:
+        at = self.now()
+        version = self.ddl(ddl.DropIndex(name))[0]
+        self.recorder.index_dropped(name, at)
+        return version
+
+    def catalog(self, node: str | None = None) -> Any:
+        """The latest catalog version, from a node's replica."""
+        latest = self.versions().latest_version
+        reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
+                             ("query", CatalogVersionQuery(latest)), timeout=self.timeout)
+        if isinstance(reply, Rejected):
+            raise reply.error
+        return reply
+
+    def index(self, name: str) -> Any:
+        """The index's descriptor in the latest catalog; IndexNotFound if none."""
+        found = self.catalog().index_named(name)
+        if found is None:
+            raise IndexNotFound(name)
+        return found
+
+    def wait_index_available(self, name: str, timeout: float | None = None) -> int:
+        """Wait (bounded) until the index is AVAILABLE; the version that made it so."""
+        deadline = self.now() + (timeout or self.timeout)
+        while True:
+            index = self.index(name)
+            self.poll_indexes()
+            if index.status is IndexStatus.AVAILABLE:
+                return int(index.status_version)
+            if self.now() > deadline:
+                raise TimeoutError(f"index {name} is still {index.status.value}")
+            self.rt.sleep(0.1)
 
     def catalog_at(self, ts: HybridTimestamp, node: str | None = None) -> Any:
         """The catalog version active at `ts` (CatalogVersionCompacted below the
@@ -226,8 +330,34 @@ class TablesCluster:
         except CallError:
             return None
 
+    def index_driver_status(self) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(INDEX_DRIVER, ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def poll_indexes(self) -> None:
+        self.recorder.poll_indexes(self.index_driver_status())
+
+    def rebalance_driver_status(self) -> dict[str, Any] | None:
+        try:
+            return self.rt.call(REBALANCE_DRIVER, ("status",), timeout=5)  # type: ignore[no-any-return]
+        except CallError:
+            return None
+
+    def poll_rebalances(self) -> None:
+        self.recorder.poll_rebalances(self.rebalance_driver_status(), self.now())
+
+    def poll_replay(self) -> None:
+        """Every partition member's replay-floor record since the last poll."""
+        poll_replay(self.rt, self.recorder, self.assignments(), self.nodes, self.now())
+
     def poll(self) -> None:
-        """Feed the recorder what the coordinator and the metastore show now."""
+        """Feed the recorder what the coordinator, the drivers and the metastore show
+        now."""
+        self.poll_indexes()
+        self.poll_rebalances()
+        self.poll_replay()
         self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
                            self.now())
 
@@ -243,6 +373,8 @@ class TablesCluster:
                 "latest_version": v.latest_version, "latest_activation": v.latest_activation,
                 "log_size": v.log_size, "leader": self.leader(),
                 "coordinator": self.coordinator_status(),
+                "index_builds": self.index_driver_status(),
+                "rebalances": self.rebalance_driver_status(),
                 "nodes": {n: self.node_status(n) for n in self.nodes}}
 
     # ---- faults -------------------------------------------------------------------------
@@ -327,15 +459,19 @@ class Transaction:
 
 
 def _children(node: str, spec: GroupSpec, config: TableNodeConfig,
-              coordinator: LeaderChild) -> list[ChildSpec]:
+              drivers: tuple[LeaderChild, ...]) -> list[ChildSpec]:
+    """The node's log processes, partitions, table node, and one follower of the
+    metastore leadership per process that runs beside the leader (the compaction
+    coordinator, the index build driver)."""
     return [
         *node_children(node, [spec]),
         parts_supervisor(node),
         ChildSpec("tables", (Spawn(table_node, node=node, name=table_node_name(node),
                                    label=table_node_name(node), host=RAFT_HOST), (config,))),
-        ChildSpec("coordinator-follower", (Spawn(while_leading, node=node,
-                                                 label=f"coordinator-follower@{node}",
-                                                 host=RAFT_HOST), (coordinator,))),
+        *(ChildSpec(f"{d.role}-follower", (Spawn(while_leading, node=node,
+                                                 label=f"{d.role}-follower@{node}",
+                                                 host=RAFT_HOST), (d,)))
+          for d in drivers),
     ]
 
 

@@ -5,7 +5,8 @@ partition is a raft group `part-<zone>-<partition>` with members on the nodes it
 assignment names, all in the node's raft host. Per node: the table node
 (`tables@<node>`) and the supervisor its partition members run under
 (`parts-sup@<node>`). One compaction coordinator at a time, beside the metastore
-leader (`catalog-coordinator`)."""
+leader (`catalog-coordinator`), and beside it the index build driver (`index-driver`) and
+the rebalance driver (`rebalance-driver`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from sediment.actors.catalog.descriptors import ZonePartition
 
 META_GROUP = "meta"
 COORDINATOR = "catalog-coordinator"
+INDEX_DRIVER = "index-driver"
+REBALANCE_DRIVER = "rebalance-driver"
 
 
 def partition_group(group: ZonePartition) -> str:
@@ -27,4 +30,5 @@ def parts_sup_name(node: str) -> str:
     return f"parts-sup@{node}"
 
 
-__all__ = ["COORDINATOR", "META_GROUP", "partition_group", "parts_sup_name", "table_node_name"]
+__all__ = ["COORDINATOR", "INDEX_DRIVER", "META_GROUP", "REBALANCE_DRIVER", "partition_group",
+           "parts_sup_name", "table_node_name"]

@@ -76,6 +76,7 @@ class NodeState:
     tx_seq: int = 0
     incarnation: str = ""
     ended: list[dict[str, Any]] = field(default_factory=list)  # recent tx outcomes
+    floor_sent: dict[ZonePartition, int] = field(default_factory=dict)  # rule 4
 
     @property
     def me(self) -> str:

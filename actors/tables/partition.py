@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 from sediment.actors.catalog.descriptors import ZonePartition
-from sediment.actors.catalog.errors import CatalogError, InvalidCommand
+from sediment.actors.catalog.errors import CatalogError, CatalogVersionCompacted, InvalidCommand
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables import min_tx_time, mvcc, tx_state
+from sediment.actors.tables import index_build, min_tx_time, mvcc, tx_state
 from sediment.actors.tables.mvcc import PartitionRows, Row, WriteIntent
 from sediment.actors.tables.tx_state import FinishOutcome, TxRecord
 
@@ -83,8 +83,31 @@ class GcCmd:
     dropped_tables: frozenset[int] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class BuildIndexCmd:
+    """Backfill a secondary index at its building catalog version: the entries of every
+    row committed at or before `ts` (that version's activation), proposed by the index
+    build driver (`index_driver.py`)."""
+
+    index_id: int
+    table_id: int
+    columns: tuple[str, ...]
+    ts: HybridTimestamp
+    catalog_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogCompactedCmd:
+    """The catalog was compacted to `earliest_version`: from this entry on, the
+    partition refuses commands written under an older version (rule 4). A log entry, so
+    every replica refuses the same commands."""
+
+    earliest_version: int
+
+
 PartitionCommand: TypeAlias = (WriteIntentCmd | FinishTxCmd | CleanupCmd | RecoverTxCmd
-                               | UpdateMinActiveTxTimeCmd | GcCmd)
+                               | UpdateMinActiveTxTimeCmd | GcCmd | BuildIndexCmd
+                               | CatalogCompactedCmd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +125,16 @@ class Collected:
     removed: int
 
 
-PartitionResult: TypeAlias = Ok | Failed | FinishOutcome | TxRecord | Collected
+@dataclass(frozen=True, slots=True)
+class IndexBuilt:
+    index_id: int
+    catalog_version: int
+    entries: int
+
+
+PartitionResult: TypeAlias = Ok | Failed | FinishOutcome | TxRecord | Collected | IndexBuilt
+
+IndexEntries = tuple[tuple[tuple[Any, ...], tuple[Any, ...]], ...]
 
 # ---- state --------------------------------------------------------------------------
 
@@ -116,6 +148,9 @@ class PartitionState:
     applied: int = 0
     flushed: int = 0  # entries at or below it are durable and never replayed
     unflushed_floor: int | None = None  # lowest catalog version applied since the flush
+    catalog_floor: int = 0  # commands under an older catalog version are refused
+    # index id -> (building catalog version, its backfilled entries)
+    indexes: Mapping[int, tuple[int, IndexEntries]] = field(default_factory=dict)
 
 
 def initial(group: ZonePartition) -> PartitionState:
@@ -141,6 +176,11 @@ def apply(state: PartitionState, index: int,
 
 
 def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, PartitionResult]:
+    version = getattr(cmd, "catalog_version", None)
+    if isinstance(version, int) and version < s.catalog_floor:
+        raise CatalogVersionCompacted(f"version {version}", s.catalog_floor)
+    if isinstance(cmd, CatalogCompactedCmd):
+        return replace(s, catalog_floor=max(s.catalog_floor, cmd.earliest_version)), Ok()
     if isinstance(cmd, WriteIntentCmd):
         intent = WriteIntent(cmd.tx_id, cmd.commit_partition, cmd.begin_ts, cmd.schema_version,
                              cmd.catalog_version, cmd.row)
@@ -165,6 +205,11 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
             rows = mvcc.drop_table(rows, table_id)
         rows, removed = mvcc.gc(rows, cmd.lwm)
         return replace(s, rows=rows), Collected(removed)
+    if isinstance(cmd, BuildIndexCmd):
+        entries = tuple(index_build.index_entries(s.rows, cmd.table_id, cmd.columns, cmd.ts))
+        indexes = {**s.indexes, cmd.index_id: (cmd.catalog_version, entries)}
+        return (_versioned(replace(s, indexes=indexes), cmd.catalog_version),
+                IndexBuilt(cmd.index_id, cmd.catalog_version, len(entries)))
     raise InvalidCommand(type(cmd).__name__)
 
 
@@ -183,11 +228,15 @@ def flush(state: PartitionState) -> tuple[PartitionState, HybridTimestamp | None
 
 
 __all__ = [
+    "BuildIndexCmd",
+    "CatalogCompactedCmd",
     "CleanupCmd",
     "Collected",
     "Failed",
     "FinishTxCmd",
     "GcCmd",
+    "IndexBuilt",
+    "IndexEntries",
     "Ok",
     "PartitionCommand",
     "PartitionResult",

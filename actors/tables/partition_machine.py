@@ -19,7 +19,12 @@ pickled: local storage, read back by this module only.
 
 Queries (the raft server's `("query", q)` or `("read_index", q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
-`ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`.
+`ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
+`IndexQuery(index_id)`, `ReplayEventsQuery(since)`.
+
+With the raft server's clock (`set_clock`), the machine records when its replay floor
+was set or lowered (an entry written under an older catalog version applied since the
+last flush) and when a flush cleared it; the recorder turns that into replay pins.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,6 +48,8 @@ from sediment.actors.tables.min_tx_time import MinTxTimeState
 from sediment.actors.tables.mvcc import PartitionRows, RowKey, RowVersion, WriteIntent
 from sediment.actors.tables.partition import PartitionState
 from sediment.actors.tables.tx_state import TxRecord, TxStatus
+
+EVENTS = 4096  # replay-floor events kept for the recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +102,21 @@ class MinTxQuery:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayEventsQuery:
+    """The replay-floor record after `since`: (incarnation, [(seq, at, "apply", catalog
+    version) or (seq, at, "flush", 0)]), for the recorder's replay pins."""
+
+    since: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexQuery:
+    """The backfill of an index: (building version, entries) or None."""
+
+    index_id: int
+
+
 def group_of_name(group_name: str) -> ZonePartition:
     """`part-<zone>-<partition>` -> the zone partition."""
     _, zone, part = group_name.rsplit("-", 2)
@@ -111,6 +134,20 @@ class PartitionMachine:
         self.state = self._load(group)
         self.applied = self.state.applied
         self.flushes = 0
+        self.clock: Callable[[], float] | None = None
+        self.incarnation = 0.0
+        self.events: deque[tuple[int, float, str, int]] = deque(maxlen=EVENTS)
+        self.event_seq = 0
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """The raft server's clock: the replay record is stamped with it."""
+        self.clock = clock
+        self.incarnation = clock()
+
+    def _record(self, kind: str, version: int) -> None:
+        if self.clock is not None:
+            self.event_seq += 1
+            self.events.append((self.event_seq, self.clock(), kind, version))
 
     # ---- HostedMachine -------------------------------------------------------------------
 
@@ -124,8 +161,12 @@ class PartitionMachine:
             self.applied = entry.index
             self.flush()
             return partition.Ok()
+        before = partition.replay_floor(self.state)
         self.state, result = partition.apply(self.state, entry.index, entry.command)
         self.applied = entry.index
+        floor = partition.replay_floor(self.state)
+        if floor is not None and (before is None or floor < before):
+            self._record("apply", floor)  # a replay from here would need this version
         return result
 
     def snapshot(self) -> tuple[bytes, list[int]]:
@@ -160,6 +201,10 @@ class PartitionMachine:
                 return self.state.txs.get(request.tx_id)
             if isinstance(request, MinTxQuery):
                 return self.state.min_tx.durable
+            if isinstance(request, ReplayEventsQuery):
+                return self.incarnation, [e for e in self.events if e[0] > request.since]
+            if isinstance(request, IndexQuery):
+                return self.state.indexes.get(request.index_id)
         except CatalogError as err:
             return err
         return ("error", ("unknown_query", repr(request)[:200]))
@@ -170,7 +215,11 @@ class PartitionMachine:
                 "replay_floor": partition.replay_floor(s),
                 "min_tx_durable": s.min_tx.durable, "min_tx_stored": s.min_tx.stored,
                 "keys": len(s.rows.versions), "intents": len(s.rows.intents),
-                "tx_records": len(s.txs)}
+                "catalog_floor": s.catalog_floor,
+                "row_versions": sum(len(c) for c in s.rows.versions.values()),
+                "tables": sorted({k[0] for k in s.rows.versions}),
+                "tx_records": len(s.txs),
+                "indexes": {i: len(e) for i, (_, e) in sorted(s.indexes.items())}}
 
     def background(self) -> bool:
         return False
@@ -186,6 +235,8 @@ class PartitionMachine:
     def flush(self) -> HybridTimestamp | None:
         """Write the applied state in one SQLite transaction; the minimum tx time it
         makes durable (to publish), if a new one."""
+        if partition.replay_floor(self.state) is not None:
+            self._record("flush", 0)
         self.state, published = partition.flush(self.state)
         s = self.state
         versions = [(k[0], pickle.dumps(k[1]), seq, v.commit_ts.value, v.schema_version,
@@ -198,7 +249,8 @@ class PartitionMachine:
                 pickle.dumps(sorted((g.zone_id, g.partition) for g in r.enlisted)))
                for t, r in s.txs.items()]
         meta = {"group": (s.group.zone_id, s.group.partition), "applied": s.applied,
-                "min_tx": (_ts(s.min_tx.stored), _ts(s.min_tx.durable), s.min_tx.applied_index)}
+                "min_tx": (_ts(s.min_tx.stored), _ts(s.min_tx.durable), s.min_tx.applied_index),
+                "indexes": dict(s.indexes), "catalog_floor": s.catalog_floor}
         with self.db:
             for table in ("versions", "intents", "txs", "meta"):
                 self.db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed names)
@@ -232,7 +284,8 @@ class PartitionMachine:
         min_tx = MinTxTimeState(_of(stored), _of(durable), applied_index)
         rows = PartitionRows({k: tuple(v) for k, v in chains.items()}, intents)
         applied = int(meta["applied"])
-        return PartitionState(group, rows, txs, min_tx, applied, applied, None)
+        return PartitionState(group, rows, txs, min_tx, applied, applied, None,
+                              meta.get("catalog_floor", 0), meta.get("indexes", {}))
 
 
 def _ts(ts: HybridTimestamp | None) -> int | None:
@@ -253,5 +306,6 @@ class PartitionFactory:
         return PartitionMachine(group_dir, self.group)
 
 
-__all__ = ["FlushCmd", "MinTxQuery", "PartitionFactory", "PartitionMachine", "ReadAt",
-           "ReadLatest", "ReadResolved", "ScanAt", "ScanLatest", "TxQuery", "group_of_name"]
+__all__ = ["FlushCmd", "IndexQuery", "MinTxQuery", "PartitionFactory", "PartitionMachine",
+           "ReadAt", "ReadLatest", "ReadResolved", "ReplayEventsQuery", "ScanAt", "ScanLatest",
+           "TxQuery", "group_of_name"]

@@ -76,5 +76,24 @@ async def start_member(ctx: Process, node: str, spec: GroupSpec) -> Any:
     return await ctx.call(sup, requests.start_child(member_spec(node, spec)), timeout=30)
 
 
+async def running_members(ctx: Process, node: str) -> list[str]:
+    """The groups this node's partitions supervisor runs a member of."""
+    sup = await ctx.whereis(parts_sup_name(node))
+    if sup is None:
+        return []
+    which = await ctx.call(sup, requests.which_children(), timeout=30)
+    return [cid for cid, _, _ in which if isinstance(cid, str)]
+
+
+async def stop_member(ctx: Process, node: str, group: str) -> None:
+    """Stop and forget this node's member of `group` (its replica moved away, or its
+    zone was dropped). Its files stay on disk."""
+    sup = await ctx.whereis(parts_sup_name(node))
+    if sup is None:
+        return
+    for request in (requests.terminate_child(group), requests.delete_child(group)):
+        await ctx.call(sup, request, timeout=30)
+
+
 __all__ = ["PartitionOptions", "member_spec", "partition_spec", "parts_supervisor",
-           "start_member"]
+           "running_members", "start_member", "stop_member"]

@@ -21,7 +21,8 @@ watermark and the collector of its partitions' published minimum tx times. It:
 Requests (calls): ("ddl", commands), ("begin",), ("write", tx, table, row),
 ("delete", tx, table, key), ("get", tx, table, key), ("scan", tx, table),
 ("commit", tx), ("rollback", tx), ("ro_get", table, key, ts), ("ro_scan", table, ts),
-("tx_alive", tx), ("subscribe_lwm", pid) -> ("lwm", current or None), ("status",).
+("tx_alive", tx), ("txs_finished", version), ("subscribe_lwm", pid) -> ("lwm", current
+or None), ("status",).
 Errors are answered ("error", a CatalogError); nothing changed.
 """
 
@@ -34,9 +35,10 @@ from sediment import log
 from sediment.actors.catalog import catalog_log, compaction_participant, ddl
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.compaction_messages import MinTimesRequest, PrepareUpdateTxBeginTime
-from sediment.actors.catalog.errors import CatalogError, InvalidCommand, TableNotFound
+from sediment.actors.catalog.errors import CatalogError, InvalidCommand, InvalidDdl, TableNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
+from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.tables import active_txs, min_tx_time, node_txs, partitioning
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
@@ -56,12 +58,18 @@ from sediment.actors.tables.node_state import (
     meta_query,
     store_lwm,
 )
-from sediment.actors.tables.partition import UpdateMinActiveTxTimeCmd
-from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.actors.tables.partition import (
+    CatalogCompactedCmd,
+    GcCmd,
+    UpdateMinActiveTxTimeCmd,
+)
+from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery, group_of_name
 from sediment.actors.tables.partition_members import (
     PartitionOptions,
     partition_spec,
+    running_members,
     start_member,
+    stop_member,
 )
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, Down
@@ -121,6 +129,8 @@ async def _handle(s: NodeState, msg: Any) -> None:
             await node_txs.on_task(s, what, msg)
         elif isinstance(what, tuple) and what[0] == "ddl":
             await _ddl_done(s, what[1], msg)
+        elif isinstance(what, tuple) and what[0] == "floor" and not msg.ok:
+            s.floor_sent.pop(what[1], None)  # not taken: the next look proposes again
     elif isinstance(msg, _Activated):
         ctx.reply(msg.client, msg.reply)
     elif isinstance(msg, _Ensure):
@@ -154,6 +164,9 @@ async def _on_call(s: NodeState, call: Call) -> Any:
         return await _ddl(s, call, r[1])
     if kind == "tx_alive" and len(r) == 2:
         return node_txs.tx_alive(s, r[1])
+    if kind == "txs_finished" and len(r) == 2 and isinstance(r[1], int):
+        # the index build driver: has every RW transaction older than the version ended?
+        return ("txs_finished", active_txs.finished_before(s.active, r[1]))
     if kind == "subscribe_lwm" and len(r) == 2 and isinstance(r[1], Pid):
         if r[1] not in s.lwm_subscribers:
             s.lwm_subscribers.append(r[1])
@@ -202,6 +215,11 @@ async def _catch_up(s: NodeState) -> None:
 async def _ddl(s: NodeState, call: Call, commands: Any) -> Any:
     if not isinstance(commands, tuple) or not all(isinstance(c, ddl.DDL_TYPES) for c in commands):
         raise InvalidCommand(f"DDL commands {repr(commands)[:100]}")
+    for c in commands:  # what only the cluster knows: how many nodes can hold replicas
+        if isinstance(c, ddl.CreateZone | ddl.AlterZone) and isinstance(c.replicas, int) and (
+                c.replicas > len(s.config.nodes)):
+            raise InvalidDdl(f"zone {c.name}: {c.replicas} replicas on "
+                             f"{len(s.config.nodes)} nodes")
     status = await s.ctx.call(raft_name(META_GROUP, s.me), ("status",), timeout=10)
     if status.get("role") != "leader":
         return ("not_leader", status.get("leader"))
@@ -240,10 +258,8 @@ async def _ensure(s: NodeState) -> None:
         s.assignments = await assignments(s)
     except CallError:
         return
-    for group in sorted(set(s.collector.times) - set(s.assignments), key=str):
-        # a dropped zone's partition (IGNITE-25867): it no longer holds compaction back.
-        # Its member keeps running until the node restarts (not destroyed yet).
-        s.collector = min_tx_time.remove_partition(s.collector, group)
+    await _stop_unassigned(s)
+    await _announce_compaction(s)
     options = s.config.partitions or PartitionOptions(s.config.data_dir)
     for group, nodes in sorted(s.assignments.items(), key=lambda x: (x[0].zone_id,
                                                                       x[0].partition)):
@@ -256,6 +272,47 @@ async def _ensure(s: NodeState) -> None:
             s.collector = min_tx_time.add_partition(s.collector, group)
         else:
             _logger.warning("partition member did not start", group=str(group), reply=reply)
+
+
+async def _announce_compaction(s: NodeState) -> None:
+    """Tell the partitions this node leads how far the catalog was compacted
+    (`CatalogCompactedCmd`), so they refuse commands under older versions (rule 4)."""
+    earliest = (await meta_query(s, VersionsQuery())).earliest_version
+    for group in sorted(s.started, key=str):
+        nodes = tuple(sorted(s.assignments.get(group, ())))
+        if (s.floor_sent.get(group, 0) >= earliest or not nodes
+                or not await _leads(s, partition_group(group))):
+            continue
+        s.floor_sent[group] = earliest
+        await spawn_task(s.ctx, partition_group(group), nodes,
+                         (("propose", CatalogCompactedCmd(earliest)),),
+                         s.next_tag(("floor", group)))
+
+
+async def _stop_unassigned(s: NodeState) -> None:
+    """A dropped zone's partitions (IGNITE-25867) and replicas a rebalance moved away no
+    longer hold compaction back, and their members stop (their files stay on disk). A
+    member no assignment names is stopped only when a linearizable read of the
+    metastore agrees: a learner a rebalance just started here is named only by its
+    pending record, which the local replica may not have applied yet."""
+    for group in sorted(s.started | set(s.collector.times), key=str):
+        if s.me not in s.assignments.get(group, ()):
+            s.collector = min_tx_time.remove_partition(s.collector, group)
+            s.started.discard(group)
+    running = {group_of_name(g): g for g in await running_members(s.ctx, s.me)}
+    orphans = [g for g in running if s.me not in s.assignments.get(g, ())]
+    if not orphans:
+        return
+    ok, pending = await request_group(s.ctx, META_GROUP, s.config.nodes,
+                                      ("read_index", RebalancesQuery()))
+    ok2, stable = await request_group(s.ctx, META_GROUP, s.config.nodes,
+                                      ("read_index", AssignmentsQuery()))
+    if not (ok and ok2):
+        return
+    for group in orphans:
+        target = pending[group].target if group in pending else frozenset()
+        if s.me not in stable.get(group, ()) and s.me not in target:
+            await stop_member(s.ctx, s.me, running[group])
 
 
 async def _leads(s: NodeState, group_name: str) -> bool:
@@ -278,7 +335,9 @@ async def _min_times(s: NodeState, request: MinTimesRequest, reply_to: Pid) -> N
             continue
         if isinstance(durable, HybridTimestamp):
             s.collector = min_tx_time.record(s.collector, group, durable)
-    local = compaction_participant.local_min_time(s.lwm.lwm, s.collector.times, None)
+    pending = await meta_query(s, RebalancesQuery())  # the pins of active rebalances
+    rebalance_pin = min((p.pin for p in pending.values()), default=None)
+    local = compaction_participant.local_min_time(s.lwm.lwm, s.collector.times, rebalance_pin)
     now = s.now()
     tx_min = active_txs.minimum_required_time(s.active, now, lambda v: now)
     version = active_txs.min_version(s.active)
@@ -313,9 +372,30 @@ async def _lwm_event(s: NodeState, event: lw.Event) -> None:
         elif isinstance(e, lw.Changed):
             for pid in s.lwm_subscribers:
                 s.ctx.send(pid, ("lwm_changed", e.lwm))
+            await _collect_garbage(s, e.lwm)
         elif isinstance(e, lw.SetTimer):
             delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
             s.ctx.send_after(delay, s.ctx.self(), _LwmTick(e.at_physical_ms))
+
+
+async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
+    """On a new low watermark, propose `GcCmd` to the partitions this node leads: row
+    versions no read at or above the watermark can see go, and so do the rows of tables
+    dropped at or before it (those the retained catalog versions still name)."""
+    try:
+        log_now = await catalog_log_now(s)
+        at_lwm = catalog_log.catalog_at(log_now, max(lwm, log_now.snapshot.activation))
+    except CatalogError:
+        return
+    known = {t for v in range(log_now.earliest_version, log_now.latest_version + 1)
+             for t in catalog_log.catalog(log_now, v).tables}
+    dropped = frozenset(t for t in known
+                        if t not in at_lwm.tables and t < at_lwm.object_id_gen)
+    for group in sorted(s.collector.times, key=str):
+        nodes = tuple(sorted(s.assignments.get(group, ())))
+        if nodes and await _leads(s, partition_group(group)):
+            await spawn_task(s.ctx, partition_group(group), nodes,
+                             (("propose", GcCmd(lwm, dropped)),), s.next_tag(("gc", group)))
 
 
 # ---- reads --------------------------------------------------------------------------

@@ -187,6 +187,9 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
                       seed=sum(node.encode()) + len(tail))
     shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
                    machine=spec.machine(gdir), busy=True)
+    set_clock = getattr(shell.machine, "set_clock", None)
+    if set_clock is not None:  # a machine that records when things happened (replay pins)
+        set_clock(ctx.now)
     if info is not None:
         await install.land_if_missing(shell, info, memtable, tail)
         if shell.machine.applied < info.index:
