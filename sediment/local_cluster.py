@@ -158,19 +158,29 @@ def _as_json(snap: dict[str, dict[tuple[tuple[str, str], ...], float]]
 
 
 def metric_lines(state_metrics: dict[str, Any]) -> list[str]:
-    """One line per series: `name{tag=value,...}  value` without the sediment_ prefix."""
-    lines: list[tuple[str, str]] = []
+    """A table: a row per metric and tags other than `node` (without the sediment_
+    prefix), a column per node; series without a node tag in the column `-`."""
+    rows: dict[str, dict[str, str]] = {}
+    columns: set[str] = set()
     for name, series in sorted(state_metrics.items()):
         short = str(name).removeprefix("sediment_")
         for item in series if isinstance(series, list) else []:
-            tags = item.get("tags") or {}
+            tags = dict(item.get("tags") or {})
+            node = str(tags.pop("node", "-"))
             label = short + ("{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items()))
                              + "}" if tags else "")
             number = float(item.get("value", 0.0))
-            shown = str(int(number)) if number.is_integer() else f"{number:.4g}"
-            lines.append((label, shown))
-    width = max((len(label) for label, _ in lines), default=0)
-    return [f"  {label.ljust(width)}  {shown}" for label, shown in lines]
+            rows.setdefault(label, {})[node] = (str(int(number)) if number.is_integer()
+                                                else f"{number:.4g}")
+            columns.add(node)
+    if not rows:
+        return []
+    order = sorted(columns, key=lambda c: (c == "-", c))
+    table = [["metric", *order]] + [[label, *(cells.get(c, "") for c in order)]
+                                    for label, cells in rows.items()]
+    widths = [max(len(r[i]) for r in table) for i in range(len(order) + 1)]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in table]
 
 
 def _ray_address() -> str | None:

@@ -185,8 +185,7 @@ class Gauge(_Metric):
 class Histogram(_Metric):
     """Observations counted in buckets (`bounds`, upper bounds, plus +Inf) with their sum.
 
-    `snapshot()` shows the sum under the metric's name and the count under `<name>_count`;
-    `buckets()` gives the per-bucket counts."""
+    `snapshot()` shows `<name>_sum` and `<name>_count`; `buckets()` the per-bucket counts."""
 
     kind: Kind = "histogram"
 
@@ -236,17 +235,19 @@ def _pairs(definition: Definition, key: SeriesKey) -> TagPairs:
 
 def snapshot() -> dict[str, dict[TagPairs, float]]:
     """Every series recorded in this process: name -> {sorted (tag, value) pairs: value}.
-    A histogram appears as its sum (under its name) and its count (`<name>_count`)."""
+    A histogram appears as its sum (`<name>_sum`) and its count (`<name>_count`)."""
     out: dict[str, dict[TagPairs, float]] = {}
     with _lock:
         for name, s in _registry.items():
             if not s.values:
                 continue
             d = s.definition
-            out[name] = {_pairs(d, k): v for k, v in s.values.items()}
-            if d.kind == "histogram":
-                out[name + "_count"] = {_pairs(d, k): float(sum(c))
-                                        for k, c in s.counts.items()}
+            values = {_pairs(d, k): v for k, v in s.values.items()}
+            if d.kind != "histogram":
+                out[name] = values
+                continue
+            out[name + "_sum"] = values
+            out[name + "_count"] = {_pairs(d, k): float(sum(c)) for k, c in s.counts.items()}
     return out
 
 

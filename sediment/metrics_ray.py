@@ -206,7 +206,8 @@ def _exported_names(definitions: list[Definition]
     names: dict[str, tuple[str, Definition, bool]] = {}
     for d in definitions:
         if d.kind == "histogram":
-            as_counters = [(d.name + "_sum", d.name), (d.name + "_count", d.name + "_count")]
+            as_counters = [(d.name + "_sum", d.name + "_sum"),
+                           (d.name + "_count", d.name + "_count")]
         else:
             as_counters = [(d.name, d.name)]
         for exported, target in as_counters:

@@ -50,7 +50,7 @@ def test_counters_gauges_and_histograms_keep_their_series_by_tags() -> None:
     snap = metrics.snapshot()
     assert snap["sediment_test_things"] == {(("kind", "a"),): 3.0, (("kind", "b"),): 1.0}
     assert snap["sediment_test_level"] == {(("node", "n1"),): 3.0}
-    assert snap["sediment_test_seconds"] == {(("node", "n1"),): pytest.approx(4.25)}
+    assert snap["sediment_test_seconds_sum"] == {(("node", "n1"),): pytest.approx(4.25)}
     assert snap["sediment_test_seconds_count"] == {(("node", "n1"),): 4.0}
     assert metrics.buckets("test_seconds") == {(("node", "n1"),): (1, 2, 1)}
     assert metrics.value("test_things") == 4.0
@@ -177,7 +177,7 @@ def test_prometheus_text_folds_into_the_snapshot_shape() -> None:
     assert got["sediment_kv_requests"] == {  # summed, the gauge copy of a counter ignored
         (("api", "etcd"), ("code", "ok"), ("type", "Put")): 10.0}
     assert got["sediment_compaction_cycle_seconds_count"] == {(("node", "n2"),): 2.0}
-    assert got["sediment_compaction_cycle_seconds"] == {(("node", "n2"),): 0.25}
+    assert got["sediment_compaction_cycle_seconds_sum"] == {(("node", "n2"),): 0.25}
     assert not any("other" in name for name in got)
 
 
@@ -315,5 +315,6 @@ def test_status_prints_the_metrics_the_state_file_holds(
     assert cli.main(["status", "--data-dir", str(tmp_path)]) == 1  # not running
     out = capsys.readouterr().out
     assert "metrics (docs/metrics.md):" in out
-    assert re.search(r"raft_term\{group=kv,node=n1\}\s+4\n", out)
+    assert re.search(r"metric\s+n1\s+-\n", out)  # a column per node, one for the rest
+    assert re.search(r"raft_term\{group=kv\}\s+4\n", out)
     assert re.search(r"kv_requests\{api=etcd,code=ok,type=Put\}\s+1\n", out)
