@@ -318,3 +318,28 @@ def test_status_prints_the_metrics_the_state_file_holds(
     assert re.search(r"metric\s+n1\s+-\n", out)  # a column per node, one for the rest
     assert re.search(r"raft_term\{group=kv\}\s+4\n", out)
     assert re.search(r"kv_requests\{api=etcd,code=ok,type=Put\}\s+1\n", out)
+
+
+def test_the_etcd_api_counts_each_answer_by_request_type_and_code() -> None:
+    import asyncio
+
+    from sediment.actors.etcd import services
+    from sediment.actors.etcd.pb import rpc_pb2
+    from sediment.actors.kv.errors import ErrCompacted
+
+    class Context:  # grpc.aio's abort raises, so does this one
+        async def abort(self, code: Any, message: str) -> None:
+            raise RuntimeError(code)
+
+    async def served(request: Any, context: Any) -> str:
+        return "answered"
+
+    async def refused(request: Any, context: Any) -> str:
+        raise ErrCompacted(3)
+
+    pb: Any = rpc_pb2
+    assert asyncio.run(services.answer(Context(), served, pb.PutRequest())) == "answered"
+    with pytest.raises(RuntimeError, match="OUT_OF_RANGE"):
+        asyncio.run(services.answer(Context(), refused, (None, pb.CompactionRequest())))
+    assert metrics.value("kv_requests", api="etcd", type="Put", code="ok") == 1
+    assert metrics.value("kv_requests", api="etcd", type="Compact", code="ErrCompacted") == 1
