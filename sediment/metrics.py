@@ -104,6 +104,13 @@ class _Metric:
             raise ValueError(f"{self.name} needs tags {self.tag_keys}, got {sorted(tags)}"
                              ) from exc
 
+    def _bound_key(self, tags: Tags) -> tuple[SeriesKey, dict[str, object]]:
+        key = self._key(tags)
+        given = dict(tags or {})
+        if len(given) != len(self.tag_keys):
+            raise ValueError(f"{self.name} takes tags {self.tag_keys}, got {sorted(given)}")
+        return key, given
+
     def _admit(self, key: SeriesKey, tags: Tags, series: Mapping[SeriesKey, object]) -> bool:
         """A new series: its tags are exactly the tag keys, and there is room for it.
         Called under the lock."""
@@ -149,11 +156,17 @@ class Counter(_Metric):
     kind: Kind = "counter"
 
     def inc(self, value: float = 1.0, tags: Tags = None) -> None:
+        self._inc(self._key(tags), tags, value)
+
+    def bind(self, tags: Tags = None) -> BoundCounter:
+        """This counter's series for `tags`, checked once: for a hot path."""
+        return BoundCounter(self, *self._bound_key(tags))
+
+    def _inc(self, key: SeriesKey, tags: Tags, value: float) -> None:
         if value <= 0:
             if value == 0:
                 return
             raise ValueError(f"{self.name}: a counter only goes up (got {value})")
-        key = self._key(tags)
         s = self._storage
         with _lock:
             old = s.values.get(key)
@@ -171,7 +184,13 @@ class Gauge(_Metric):
     kind: Kind = "gauge"
 
     def set(self, value: float, tags: Tags = None) -> None:
-        key = self._key(tags)
+        self._set(self._key(tags), tags, value)
+
+    def bind(self, tags: Tags = None) -> BoundGauge:
+        """This gauge's series for `tags`, checked once: for a hot path."""
+        return BoundGauge(self, *self._bound_key(tags))
+
+    def _set(self, key: SeriesKey, tags: Tags, value: float) -> None:
         s = self._storage
         with _lock:
             if key not in s.values and not self._admit(key, tags, s.values):
@@ -197,9 +216,15 @@ class Histogram(_Metric):
         self.bounds = tuple(bounds)
 
     def observe(self, value: float, tags: Tags = None) -> None:
+        self._observe(self._key(tags), tags, value)
+
+    def bind(self, tags: Tags = None) -> BoundHistogram:
+        """This histogram's series for `tags`, checked once: for a hot path."""
+        return BoundHistogram(self, *self._bound_key(tags))
+
+    def _observe(self, key: SeriesKey, tags: Tags, value: float) -> None:
         if value < 0:
             raise ValueError(f"{self.name}: observations are >= 0 (got {value})")
-        key = self._key(tags)
         bucket = _bucket(self.bounds, value)
         s = self._storage
         with _lock:
@@ -217,6 +242,42 @@ class Histogram(_Metric):
             s.unreported_sums[key] = s.unreported_sums.get(key, 0.0) + value
         if not _reporting:
             _maybe_start_reporting()
+
+
+class BoundCounter:
+    """One series of a counter (`Counter.bind`): no tag handling per update."""
+
+    __slots__ = ("_metric", "_key", "_tags")
+
+    def __init__(self, metric: Counter, key: SeriesKey, tags: dict[str, object]) -> None:
+        self._metric, self._key, self._tags = metric, key, tags
+
+    def inc(self, value: float = 1.0) -> None:
+        self._metric._inc(self._key, self._tags, value)
+
+
+class BoundGauge:
+    """One series of a gauge (`Gauge.bind`)."""
+
+    __slots__ = ("_metric", "_key", "_tags")
+
+    def __init__(self, metric: Gauge, key: SeriesKey, tags: dict[str, object]) -> None:
+        self._metric, self._key, self._tags = metric, key, tags
+
+    def set(self, value: float) -> None:
+        self._metric._set(self._key, self._tags, value)
+
+
+class BoundHistogram:
+    """One series of a histogram (`Histogram.bind`)."""
+
+    __slots__ = ("_metric", "_key", "_tags")
+
+    def __init__(self, metric: Histogram, key: SeriesKey, tags: dict[str, object]) -> None:
+        self._metric, self._key, self._tags = metric, key, tags
+
+    def observe(self, value: float) -> None:
+        self._metric._observe(self._key, self._tags, value)
 
 
 def _bucket(bounds: tuple[float, ...], value: float) -> int:
@@ -333,6 +394,6 @@ CALL_SECONDS = Histogram("call_seconds", "round trip of ctx.call", ("node",))
 SUPERVISOR_EVENTS = Counter("supervisor_events", "supervisor reports by kind", ("kind",))
 
 __all__ = ["CALL_SECONDS", "HISTOGRAM_BOUNDS", "MAX_SERIES", "MESSAGES_SENT", "PROCESS_EXITS",
-           "RAY_CALLS", "SUPERVISOR_EVENTS", "Counter", "Definition", "Gauge", "Histogram",
-           "Pending", "buckets", "definitions", "on_reset", "reset", "snapshot", "take_pending",
-           "value"]
+           "RAY_CALLS", "SUPERVISOR_EVENTS", "BoundCounter", "BoundGauge", "BoundHistogram",
+           "Counter", "Definition", "Gauge", "Histogram", "Pending", "buckets", "definitions",
+           "on_reset", "reset", "snapshot", "take_pending", "value"]

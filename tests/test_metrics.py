@@ -87,6 +87,23 @@ def test_bad_updates_and_definitions_are_refused_and_change_nothing() -> None:
     assert metrics.value("test_refused") == 1.0
 
 
+def test_a_bound_series_records_like_the_metric_with_its_tags() -> None:
+    c = metrics.Counter("test_bound", "b", ("node",))
+    g = metrics.Gauge("test_bound_level", "b", ("node",))
+    h = metrics.Histogram("test_bound_seconds", "b", ("node",), bounds=(1.0,))
+    c.bind({"node": "n1"}).inc(2)
+    c.inc(1, {"node": "n1"})
+    g.bind({"node": "n2"}).set(9)
+    h.bind({"node": "n3"}).observe(0.5)
+    assert metrics.value("test_bound", node="n1") == 3.0
+    assert metrics.value("test_bound_level", node="n2") == 9.0
+    assert metrics.value("test_bound_seconds_count", node="n3") == 1.0
+    with pytest.raises(ValueError, match="needs tags"):
+        c.bind({"other": "x"})
+    with pytest.raises(ValueError, match="takes tags"):
+        g.bind({"node": "n1", "extra": "x"})
+
+
 def test_a_metric_keeps_at_most_max_series_and_counts_what_it_dropped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics, "MAX_SERIES", 3)

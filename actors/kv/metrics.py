@@ -77,27 +77,49 @@ def counted(api: str, command: object) -> Iterator[None]:
     request(api, type_name(command), "ok")
 
 
-# node -> (admission state, compact revision, sessions) last recorded
-_last_node: dict[str, tuple[adm.AdmissionState, int, int]] = {}
+class _NodeGauges:
+    """One node's gauges (bound once), the values they hold, and the state they came from."""
+
+    __slots__ = ("gauges", "values", "seen")
+
+    def __init__(self, node: str) -> None:
+        tags = {"node": node}
+        self.gauges = tuple(g.bind(tags) for g in (REVISION, COMPACT_REVISION, FLOOR,
+                                                   MIN_REVISION, WATCHES, WATCH_SESSIONS,
+                                                   WATCH_LAG))
+        self.values: list[float | None] = [None] * len(self.gauges)
+        self.seen: tuple[adm.AdmissionState, int, int] | None = None
+
+
+_nodes: dict[str, _NodeGauges] = {}
 
 
 def node_state(node: str, state: adm.AdmissionState, compact_revision: int,
                sessions: int) -> None:
-    """The KV node's gauges; a message that changed nothing costs one comparison."""
-    last = _last_node.get(node)
-    if (last is not None and last[0] is state and last[1] == compact_revision
-            and last[2] == sessions):
+    """The KV node's gauges; a message that changed nothing costs one comparison, and
+    only the values that moved are recorded."""
+    gauges = _nodes.get(node)
+    if gauges is None:
+        gauges = _nodes[node] = _NodeGauges(node)
+    seen = gauges.seen
+    if (seen is not None and seen[0] is state and seen[1] == compact_revision
+            and seen[2] == sessions):
         return
-    _last_node[node] = (state, compact_revision, sessions)
-    tags = {"node": node}
-    REVISION.set(state.committed, tags)
-    COMPACT_REVISION.set(compact_revision, tags)
-    FLOOR.set(adm.floor(state), tags)
-    MIN_REVISION.set(adm.min_revision(state), tags)
-    WATCHES.set(len(state.watches), tags)
-    WATCH_SESSIONS.set(sessions, tags)
+    gauges.seen = (state, compact_revision, sessions)
     slowest = min(state.watches.values(), default=state.committed + 1)
-    WATCH_LAG.set(max(0, state.committed + 1 - slowest), tags)
+    values = (state.committed, compact_revision, adm.floor(state), adm.min_revision(state),
+              len(state.watches), sessions, max(0, state.committed + 1 - slowest))
+    for i, v in enumerate(values):
+        if gauges.values[i] != v:
+            gauges.values[i] = v
+            gauges.gauges[i].set(v)
+
+
+def _forget_nodes() -> None:
+    """After metrics.reset(): set every gauge again at the next message."""
+    for gauges in _nodes.values():
+        gauges.seen = None
+        gauges.values = [None] * len(gauges.gauges)
 
 
 def cycle_ended(node: str, ended: CycleEnded) -> None:
@@ -116,7 +138,7 @@ def watch_canceled(node: str, reason: str) -> None:
     WATCH_CANCELS.inc(1, {"node": node, "reason": reason})
 
 
-metrics.on_reset(_last_node.clear)
+metrics.on_reset(_forget_nodes)
 
 __all__ = ["counted", "cycle_ended", "node_state", "request", "type_name",
            "watch_canceled", "watch_session_closed"]

@@ -37,59 +37,76 @@ class _Machine(Protocol):
     applied: int
 
 
-# (group, node) -> what the last step showed: (term, commit, applied, role, leader, rows)
-_Seen = tuple[int, int, int, str, str | None, int]
-_last: dict[tuple[str, str], _Seen] = {}
-_stale: set[tuple[str, str]] = set()  # members whose gauges a reset cleared
+class _Member:
+    """One member's series (bound once) and what its last step showed."""
+
+    __slots__ = ("tags", "term", "commit", "applied", "is_leader", "lag", "rows",
+                 "last", "stale")
+
+    def __init__(self, group: str, node: str) -> None:
+        self.tags = {"group": group, "node": node}
+        self.term = TERM.bind(self.tags)
+        self.commit = COMMIT.bind(self.tags)
+        self.applied = APPLIED.bind(self.tags)
+        self.is_leader = IS_LEADER.bind(self.tags)
+        self.lag = APPLY_LAG.bind(self.tags)
+        self.rows = ROWS_COMPACTED.bind(self.tags)
+        # (term, commit, applied, role, leader, rows) at the last step; None: none yet
+        self.last: tuple[int, int, int, str, str | None, int] | None = None
+        self.stale = False  # a reset cleared the gauges: set them all again
+
+
+_members: dict[tuple[str, str], _Member] = {}
 
 
 def stepped(state: RaftState, machine: _Machine) -> None:
     """Record what this step changed (called by the raft server after each step)."""
-    member = (state.config.group, state.me)
-    rows = getattr(machine, "rows_compacted", 0)
-    seen = (state.term, state.commit, machine.applied, state.role, state.leader, rows)
-    last = _last.get(member)
-    if seen == last and member not in _stale:
+    member = _members.get((state.config.group, state.me))
+    if member is None:
+        member = _members[(state.config.group, state.me)] = _Member(state.config.group,
+                                                                    state.me)
+    seen = (state.term, state.commit, machine.applied, state.role, state.leader,
+            getattr(machine, "rows_compacted", 0))
+    last = member.last
+    if seen == last and not member.stale:
         return
-    _last[member] = seen
-    tags = {"group": member[0], "node": member[1]}
-    term, commit, applied, role, leader, _ = seen
-    if last is None or member in _stale:  # every gauge again
-        _stale.discard(member)
-        TERM.set(term, tags)
-        _set_indexes(commit, applied, tags)
-        IS_LEADER.set(1 if role == "leader" else 0, tags)
-    else:
-        if last[0] != term:
-            TERM.set(term, tags)
-        if last[1] != commit or last[2] != applied:
-            _set_indexes(commit, applied, tags)
-        if last[3] != role:
-            IS_LEADER.set(1 if role == "leader" else 0, tags)
-    old_role, old_term = (last[3], last[0]) if last is not None else ("follower", -1)
+    member.last = seen
+    term, commit, applied, role, leader, rows = seen
+    fresh = last is None or member.stale
+    member.stale = False
+    if fresh or last is None or last[0] != term:
+        member.term.set(term)
+    if fresh or last is None or last[1] != commit or last[2] != applied:
+        member.commit.set(commit)
+        member.applied.set(applied)
+        member.lag.set(max(0, commit - applied))
+    if fresh or last is None or last[3] != role:
+        member.is_leader.set(1 if role == "leader" else 0)
+    if last is None:
+        last = (-1, 0, 0, "follower", leader, 0)
+    if role != last[3] or term != last[0]:
+        _transition(member.tags, last[3], last[0], role, term)
+    if last[4] != leader:
+        LEADER_CHANGES.inc(1, member.tags)
+    if rows != last[5]:  # a reopened machine counts from 0 again
+        member.rows.inc(rows - last[5] if rows > last[5] else rows)
+
+
+def _transition(tags: dict[str, str], old_role: str, old_term: int, role: str,
+                term: int) -> None:
     if role == "pre_candidate" and old_role != "pre_candidate":
         CAMPAIGNS.inc(1, {**tags, "kind": "pre_vote"})
     elif role == "candidate" and (old_role != "candidate" or old_term != term):
         CAMPAIGNS.inc(1, {**tags, "kind": "vote"})
     if role == "leader" and (old_role != "leader" or old_term != term):
         ELECTIONS_WON.inc(1, tags)
-    if last is not None and last[4] != leader:
-        LEADER_CHANGES.inc(1, tags)
-    old_rows = last[5] if last is not None else 0
-    if rows != old_rows:  # a reopened machine counts from 0 again
-        ROWS_COMPACTED.inc(rows - old_rows if rows > old_rows else rows, tags)
-
-
-def _set_indexes(commit: int, applied: int, tags: dict[str, str]) -> None:
-    COMMIT.set(commit, tags)
-    APPLIED.set(applied, tags)
-    APPLY_LAG.set(max(0, commit - applied), tags)
 
 
 def _all_stale() -> None:
     """After metrics.reset(): set every gauge again at the next step (the transitions
     already seen are not counted twice)."""
-    _stale.update(_last)
+    for member in _members.values():
+        member.stale = True
 
 
 metrics.on_reset(_all_stale)
