@@ -16,6 +16,7 @@ series; updates of further ones are dropped and counted in
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -75,6 +76,7 @@ def _storage_for(definition: Definition) -> _Storage:
 
 
 DROPPED_NAME = PREFIX + "metrics_dropped_updates"
+_NAME = re.compile(r"[a-z][a-z0-9_]*")  # Prometheus' names, lowercase
 
 
 class _Metric:
@@ -82,7 +84,7 @@ class _Metric:
 
     def __init__(self, name: str, description: str, tag_keys: tuple[str, ...] = (),
                  bounds: tuple[float, ...] = ()) -> None:
-        if not name or not name.replace("_", "").isalnum() or name.startswith(PREFIX):
+        if not _NAME.fullmatch(name) or name.startswith(PREFIX):
             raise ValueError(f"bad metric name {name!r}: lowercase words joined by _, "
                              f"without the {PREFIX} prefix")
         if not isinstance(tag_keys, tuple) or not all(isinstance(k, str) for k in tag_keys):

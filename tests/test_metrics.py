@@ -78,6 +78,8 @@ def test_bad_updates_and_definitions_are_refused_and_change_nothing() -> None:
         metrics.Counter("sediment_twice", "prefixed")
     with pytest.raises(ValueError, match="bad metric name"):
         metrics.Counter("has space", "spaces")
+    with pytest.raises(ValueError, match="bad metric name"):
+        metrics.Counter("caf\u00e9", "not Prometheus' alphabet")
     with pytest.raises(ValueError, match="bounds"):
         metrics.Histogram("test_bad_bounds", "d", bounds=(1.0, 0.5))
     assert "sediment_test_refused" not in metrics.snapshot()
