@@ -391,6 +391,8 @@ DROPPED = Counter("metrics_dropped_updates",
 
 MESSAGES_SENT = Counter("messages_sent", "messages sent between processes", ("node",))
 RAY_CALLS = Counter("ray_calls", "Ray actor calls made to carry messages", ("node",))
+CHANNEL_BATCHES = Counter("channel_batches", "batches of messages sent over direct host "
+                          "channels instead of Ray calls", ("node",))
 PROCESS_EXITS = Counter("process_exits", "processes ended, by kind of reason", ("node", "kind"))
 CALL_SECONDS = Histogram("call_seconds", "round trip of ctx.call", ("node",))
 SUPERVISOR_EVENTS = Counter("supervisor_events", "supervisor reports by kind", ("kind",))

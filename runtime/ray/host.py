@@ -26,6 +26,7 @@ from ..kernel import ProcessFn, SpawnOpts
 from ..messages import Call, CallRef, MessageSignal
 from ..pid import Pid
 from ..reasons import NOPROC
+from .channels import Address, Channels
 from .kernel import HostKernel
 from .transport import ACTOR_MAX_CONCURRENCY, ClusterConfig, Item
 
@@ -57,7 +58,22 @@ class HostActor:
                                 self.registry, self._empty)
             self.kernel = kernel
             kernel.set_net(await self.registry.host_up.remote(self.host_id))
+            if self.config.channel_token:
+                await self._serve_channels(kernel)
         return self.kernel
+
+    async def _serve_channels(self, kernel: HostKernel) -> None:
+        """Listen for peers' direct channels (channels.py); until a peer connects, Ray
+        calls carry its traffic."""
+        channels = Channels(self.host_id, self.config.channel_token)
+
+        def on_batch(sender: str, first_seq: int, items: list[Item]) -> None:
+            self._received["channel"] += 1
+            kernel.accept(sender, first_seq, items)
+
+        ip = ray.util.get_node_ip_address()
+        kernel.transport.channel_address = await channels.serve(ip, on_batch)
+        kernel.transport.channels = channels
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -79,6 +95,8 @@ class HostActor:
         if self._stopped is not None:
             self._stopped.set()
         kernel.stop_following()
+        if kernel.transport.channels is not None:
+            kernel.transport.channels.close()
         ray.get_runtime_context().current_actor.__ray_terminate__.remote()
 
     async def follow(self) -> str:
@@ -131,10 +149,15 @@ class HostActor:
 
     # --- incoming traffic --------------------------------------------------------------------
 
-    async def deliver(self, sender: str, first_seq: int, items: list[Item]) -> None:
+    async def deliver(self, sender: str, first_seq: int, items: list[Item],
+                      channel: Address | None = None) -> None:
+        """Signals from `sender`'s host over Ray; `channel`: where that host listens."""
         kernel = self.kernel or await self._kernel()
         self._received["batch"] += 1
         kernel.accept(sender, first_seq, items)
+        channels = kernel.transport.channels
+        if channel is not None and channels is not None:
+            channels.learn(sender, channel)
 
     @ray.method(concurrency_group="signals")
     async def signal(self, sender: str, seq: int, items: list[Item]) -> None:

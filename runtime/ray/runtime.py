@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import random
+import secrets
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,6 +43,15 @@ from .transport import (
 
 DRIVER = Pid("driver", "driver")
 WARM_POLL = 0.1  # seconds between looks at the warm pools in wait_warm
+
+
+def channel_token() -> str:
+    """The token of a new runtime's direct channels between hosts (channels.py), or ""
+    when SEDIMENT_CHANNELS=ray asks for Ray calls only (to compare the two)."""
+    mode = os.environ.get("SEDIMENT_CHANNELS", "tcp")
+    if mode not in ("tcp", "ray"):
+        raise BadArgument(f"SEDIMENT_CHANNELS must be tcp or ray, got {mode!r}")
+    return secrets.token_hex(16) if mode == "tcp" else ""
 
 
 def ensure_ray(address: str | None = None) -> None:
@@ -81,7 +91,7 @@ class RayRuntime(Runtime):
             raise BadArgument(f"warm_pool must be >= 0, got {warm_pool}")
         self.config = ClusterConfig(cluster or f"c{uuid.uuid4().hex[:8]}",
                                     place_nodes(self.nodes), reap_delay, warm_pool,
-                                    default_host or None)
+                                    default_host or None, channel_token())
         self.registry = start_registry(self.config)
         self.transport = Transport(self.config, f"driver-{uuid.uuid4().hex[:8]}")
         self.net = Network(random.Random(), cross_node_delay=(0.0, 0.0))
