@@ -294,6 +294,7 @@ def _run_cluster(rt: Any, tmp_path: Path) -> None:
     assert set(kv_members) == {"n1", "n2", "n3"} and max(kv_members.values()) >= 2
     assert metrics.value("raft_elections_won", group="kv") >= 2
     assert metrics.value("raft_campaigns", group="kv", kind="vote") >= 2
+    assert metrics.value("raft_campaigns", group="kv", kind="pre_vote") >= 2
     assert metrics.value("raft_leader_changes", group="kv") >= 4
     assert metrics.value("raft_is_leader", group="kv") == 1
     commits = {dict(p)["node"]: v for p, v in _series("raft_commit_index").items()
@@ -313,6 +314,7 @@ def _run_cluster(rt: Any, tmp_path: Path) -> None:
     assert metrics.value("watch_cancels", reason="canceled") == 1
     assert set(_per_node("watches").values()) == {0}
     assert set(_per_node("watch_lag_revisions").values()) == {0}
+    assert set(_per_node("watch_sessions")) == {"n1", "n2", "n3"}
     # compaction
     assert metrics.value("compaction_cycles", outcome="compacted") >= 1
     assert metrics.value("compaction_cycle_seconds_count") == metrics.value("compaction_cycles")
@@ -362,3 +364,22 @@ def test_the_etcd_api_counts_each_answer_by_request_type_and_code() -> None:
         asyncio.run(services.answer(Context(), refused, (None, pb.CompactionRequest())))
     assert metrics.value("kv_requests", api="etcd", type="Put", code="ok") == 1
     assert metrics.value("kv_requests", api="etcd", type="Compact", code="ErrCompacted") == 1
+
+
+def test_the_node_gauges_follow_its_admission_state() -> None:
+    from sediment.actors.kv import admission as adm
+
+    state = adm.AdmissionState(committed=10, persisted=4,
+                               watches={("s", 1): 7, ("s", 2): 11})
+    kv_metrics.node_state("nx", state, 4, 1)
+    got = {name: metrics.value(name, node="nx") for name in (
+        "kv_revision", "kv_compact_revision", "kv_floor", "kv_min_revision", "watches",
+        "watch_sessions", "watch_lag_revisions")}
+    # the slowest watch still needs 7: revisions 7..10 are behind it
+    assert got == {"kv_revision": 10, "kv_compact_revision": 4, "kv_floor": 4,
+                   "kv_min_revision": 7, "watches": 2, "watch_sessions": 1,
+                   "watch_lag_revisions": 4}
+    caught_up = adm.progress_watch(state, ("s", 1), 11)
+    kv_metrics.node_state("nx", caught_up, 4, 1)
+    assert metrics.value("watch_lag_revisions", node="nx") == 0
+    assert metrics.value("kv_min_revision", node="nx") == 10  # capped at the head
