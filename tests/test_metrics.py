@@ -383,3 +383,38 @@ def test_the_node_gauges_follow_its_admission_state() -> None:
     kv_metrics.node_state("nx", caught_up, 4, 1)
     assert metrics.value("watch_lag_revisions", node="nx") == 0
     assert metrics.value("kv_min_revision", node="nx") == 10  # capped at the head
+
+
+def test_the_raft_observer_counts_transitions_once_and_sets_gauges_again_after_a_reset(
+        ) -> None:
+    from dataclasses import replace
+
+    from sediment.actors.log.raft.state import RaftConfig, RaftState
+
+    class Machine:
+        applied = 0
+        rows_compacted = 0
+
+    machine = Machine()
+    state = RaftState(RaftConfig(peers=("a", "b", "c"), group="obs"), "a", ("b", "c"), 1)
+    raft_metrics.stepped(state, machine)
+    raft_metrics.stepped(replace(state, role="pre_candidate"), machine)
+    raft_metrics.stepped(replace(state, role="candidate", term=1), machine)
+    leading = replace(state, role="leader", term=1, leader="a", commit=5)
+    machine.applied, machine.rows_compacted = 3, 7
+    raft_metrics.stepped(leading, machine)
+    raft_metrics.stepped(leading, machine)  # nothing moved: nothing recorded
+    tags = {"group": "obs", "node": "a"}
+    assert metrics.value("raft_campaigns", **tags, kind="pre_vote") == 1
+    assert metrics.value("raft_campaigns", **tags, kind="vote") == 1
+    assert metrics.value("raft_elections_won", **tags) == 1
+    assert metrics.value("raft_leader_changes", **tags) == 1
+    assert metrics.value("raft_apply_lag", **tags) == 2
+    assert metrics.value("compaction_rows", **tags) == 7
+    metrics.reset()
+    raft_metrics.stepped(leading, machine)
+    assert metrics.value("raft_term", **tags) == 1 and metrics.value("raft_is_leader", **tags) == 1
+    assert metrics.value("raft_elections_won", **tags) == 0  # not counted again
+    machine.rows_compacted = 2  # a reopened machine counts from 0
+    raft_metrics.stepped(leading, machine)
+    assert metrics.value("compaction_rows", **tags) == 2
