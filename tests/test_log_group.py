@@ -177,6 +177,9 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
     rt.arm_failpoint(worker, "compaction.after_rename", "crash")
     with contextlib.suppress(CallError):  # the server dies under the call
         rt.call(raft_name(spec.group, leader), ("compact",), timeout=5)
+    # under load the call may time out before the worker reaches the failpoint: wait for
+    # the crash, or the armed worker would crash the next compaction on this node instead
+    assert eventually(rt, lambda: not rt.is_alive(worker), timeout=60)
     write(45, 12)  # a new leader takes them
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
 
