@@ -4,9 +4,12 @@ at it from another shell.
 ``start`` writes ``<data dir>/sediment-cluster.json`` (backend, nodes, its own pid, the
 Ray address, the log file) and rewrites it every second with what every member reports
 (role, leader, term, commit, head, compaction revisions, admission floor, watches,
-segments, snapshot). ``status --data-dir D`` reads that file and says whether the
-``start`` process is still alive; nothing else has to join the cluster. The cluster's
-processes log to ``<data dir>/sediment.log``; the console keeps the command's own lines.
+segments, snapshot) and the cluster's metrics (docs/metrics.md): on the simulator the
+in-memory snapshot, on Ray what the nodes' Ray metrics agents serve (at most every
+SCRAPE_EVERY seconds, as fresh as Ray's own export interval). ``status --data-dir D``
+reads that file and says whether the ``start`` process is still alive; nothing else has
+to join the cluster. The cluster's processes log to ``<data dir>/sediment.log``; the
+console keeps the command's own lines.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ STATE_FILE = "sediment-cluster.json"
 LOG_FILE = "sediment.log"
 DEFAULT_DATA_DIR = "sediment-data"
 STATUS_EVERY = 1.0  # seconds between two rewrites of the state file
+SCRAPE_EVERY = 5.0  # seconds between two reads of Ray's metrics agents
 EXIT_OK, EXIT_DOWN, EXIT_USAGE = 0, 1, 2
 
 
@@ -90,6 +94,8 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
         state["leader"] = cluster.leader()
         state["endpoints"] = cluster.endpoints()
         state.update(updated_at=_now_iso(), members=_members(rt, nodes))
+        metrics_view = _MetricsView(args.backend)
+        state["metrics"] = metrics_view.read()
         _write_state(state_path, state)
         print(f"cluster up: leader {state['leader']}; state file {state_path}")
         for node, url in state["endpoints"].items():
@@ -109,7 +115,7 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
             time.sleep(STATUS_EVERY if args.backend == "ray" else 0.05)
             members = _members(rt, nodes)
             leaders = {m["leader"] for m in members if m["up"] and m["role"] == "leader"}
-            state.update(updated_at=_now_iso(), members=members,
+            state.update(updated_at=_now_iso(), members=members, metrics=metrics_view.read(),
                          leader=next(iter(leaders)) if len(leaders) == 1 else None)
             _write_state(state_path, state)
     except KeyboardInterrupt:
@@ -120,6 +126,61 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
         rt.shutdown()
     print("stopped")
     return EXIT_OK
+
+
+class _MetricsView:
+    """The cluster's metrics as the state file keeps them: {metric: [{"tags", "value"}]}."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.read_at = -SCRAPE_EVERY
+        self.last: dict[str, list[dict[str, Any]]] = {}
+
+    def read(self) -> dict[str, list[dict[str, Any]]]:
+        from sediment import metrics, metrics_ray
+
+        if self.backend == "sim":
+            return _as_json(metrics.snapshot())
+        if time.monotonic() - self.read_at >= SCRAPE_EVERY:
+            self.read_at = time.monotonic()
+            try:
+                self.last = _as_json(metrics_ray.scrape(metrics_ray.agent_addresses()))
+            except Exception as exc:  # noqa: BLE001 - status shows what it can
+                log.get_logger("sediment.cli").warning("cannot read Ray's metrics",
+                                                       error=str(exc))
+        return self.last
+
+
+def _as_json(snap: dict[str, dict[tuple[tuple[str, str], ...], float]]
+             ) -> dict[str, list[dict[str, Any]]]:
+    return {name: [{"tags": dict(pairs), "value": v} for pairs, v in sorted(series.items())]
+            for name, series in sorted(snap.items())}
+
+
+def metric_lines(state_metrics: dict[str, Any]) -> list[str]:
+    """A table: a row per metric and tags other than `node` (without the sediment_
+    prefix), a column per node; series without a node tag in the column `-`."""
+    rows: dict[str, dict[str, str]] = {}
+    columns: set[str] = set()
+    for name, series in sorted(state_metrics.items()):
+        short = str(name).removeprefix("sediment_")
+        for item in series if isinstance(series, list) else []:
+            tags = dict(item.get("tags") or {})
+            node = str(tags.pop("node", "-"))
+            label = short + ("{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items()))
+                             + "}" if tags else "")
+            number = float(item.get("value", 0.0))
+            rows.setdefault(label, {})[node] = (str(int(number)) if number.is_integer()
+                                                else f"{number:.4g}")
+            columns.add(node)
+    if not rows:
+        return []
+    order = sorted(columns, key=lambda c: (c == "-", c))
+    table = [["metric", *order]] + [[label, *(cells.get(c, "") for c in order)]
+                                    for label, cells in rows.items()]
+    widths = [max(len(r[i]) for r in table) for i in range(len(order) + 1)]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in table]
 
 
 def _ray_address() -> str | None:
@@ -181,6 +242,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    lines = metric_lines(state.get("metrics") or {})
+    if lines:
+        print("metrics (docs/metrics.md):")
+        print("\n".join(lines))
     if state.get("log"):
         print(f"logs: {state['log']}")
     return EXIT_OK if running else EXIT_DOWN

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -240,8 +241,14 @@ def test_start_keeps_a_cluster_up_and_status_shows_it(tmp_path: Path) -> None:
         assert "running" in status.stdout and "leader: n" in status.stdout
         for word in ("node", "role", "head", "compact", "floor", "segments", "n3"):
             assert word in status.stdout
+        assert "metrics (docs/metrics.md):" in status.stdout
+        assert re.search(r"raft_term\{group=kv\}\s+[1-9]\s+[1-9]\s+[1-9]\n",
+                         status.stdout), status.stdout
         state = json.loads(run_cli("status", "--data-dir", str(data), "--json").stdout)
         assert state["running"] and len(state["members"]) == 3
+        terms = state["metrics"]["sediment_raft_term"]
+        assert {t["tags"]["node"] for t in terms if t["tags"]["group"] == "kv"} == {
+            "n1", "n2", "n3"}
         out, _ = start.communicate(timeout=60)
         assert start.returncode == 0 and "sediment status --data-dir" in out
     finally:

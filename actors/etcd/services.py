@@ -18,6 +18,7 @@ import grpc
 
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
+from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation, wire
 from sediment.actors.kv.machine import DB_FILE
 from sediment.actors.kv.types import Compact, Put, Range
@@ -32,11 +33,16 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 
 async def answer(context: Any, handler: Handler, request: Any) -> Any:
     """Run one unary handler; an error becomes etcd's status (nothing else leaks)."""
+    kind = kv_metrics.type_name(request[1] if isinstance(request, tuple) else request)
     try:
-        return await handler(request, context)
+        answered = await handler(request, context)
     except Exception as err:  # noqa: BLE001 - every error leaves as a gRPC status
+        kv_metrics.request("etcd", kind, type(err).__name__)
         code, message = st.status_of(err)
         await context.abort(getattr(grpc.StatusCode, code), message)
+        return None  # abort raises; a context that does not answers nothing
+    kv_metrics.request("etcd", kind, "ok")
+    return answered
 
 
 class KVService:

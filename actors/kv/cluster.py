@@ -36,6 +36,7 @@ from sediment.actors.branches.shell.service import ServicesConfig, branches_chil
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
+from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
@@ -282,24 +283,26 @@ class Client:
 
     def _propose(self, command: Any) -> Any:
         """Check the request, then propose it: a bad one never becomes a log entry."""
-        validation.check_request(command, self.cluster.limits)
-        self.last_index = None
-        index, result = self.cluster.group.propose(command, timeout=self.timeout)
-        self.last_index = index
-        if isinstance(result, Exception):
-            raise result
-        return result
+        with kv_metrics.counted("python", command):
+            validation.check_request(command, self.cluster.limits)
+            self.last_index = None
+            index, result = self.cluster.group.propose(command, timeout=self.timeout)
+            self.last_index = index
+            if isinstance(result, Exception):
+                raise result
+            return result
 
     def _read(self, request: Range) -> Any:
         """A linearizable read by ReadIndex at the leader: no log entry (`last_index` stays
         None; `read_at` is the raft index its machine had applied when it answered, after
         everything committed before the read)."""
-        validation.check_request(request, self.cluster.limits)
-        self.last_index = self.read_at = None
-        self.read_at, result = self.cluster.group.read(request, timeout=self.timeout)
-        if isinstance(result, Exception):
-            raise result
-        return result
+        with kv_metrics.counted("python", request):
+            validation.check_request(request, self.cluster.limits)
+            self.last_index = self.read_at = None
+            self.read_at, result = self.cluster.group.read(request, timeout=self.timeout)
+            if isinstance(result, Exception):
+                raise result
+            return result
 
     def put(self, key: bytes, value: bytes, prev_kv: bool = False) -> PutResult:
         return self._propose(Put(key, value, prev_kv))  # type: ignore[no-any-return]

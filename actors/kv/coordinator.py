@@ -24,6 +24,7 @@ from sediment import log
 from sediment.actors.blocks.metastore import FlushCursor, FlushCursorQuery
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.kv import coordinator_core as cc
+from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv.admission import CycleId
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.types import Compact
@@ -114,6 +115,7 @@ async def _execute(ctx: Process, effect: cc.Effect, config: cc.CoordinatorConfig
     elif isinstance(effect, cc.QueryHold):
         return await _hold(ctx, effect, nodes, config.min_timeout)
     elif isinstance(effect, cc.CycleEnded):
+        kv_metrics.cycle_ended(ctx.self().node, effect)
         _logger.info("compaction cycle ended", cycle=(effect.cycle.term, effect.cycle.seq),
                      outcome=effect.outcome, revision=effect.revision, failed=effect.nodes,
                      mins=dict(effect.mins),

@@ -114,6 +114,7 @@ class NetsyMachine:
         self._noticed = self.store.head  # the last revision an applied notice covered
         self._closed = False
         self.auth = AuthKeeper(self.store)
+        self.rows_compacted = 0  # by background(), since open (the raft metrics read it)
 
     # ------------------------------------------------------------------ apply --
 
@@ -171,7 +172,7 @@ class NetsyMachine:
         """One bounded batch of the pending value-only compaction; True while more remains."""
         if self.store.pending_compaction is None:
             return False
-        self.store.compact_batch()
+        self.rows_compacted += self.store.compact_batch()
         return self.store.pending_compaction is not None
 
     def has_background(self) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 from sediment import log
 from sediment.actors.kv import admission as adm
 from sediment.actors.kv import coordinator_core as cc
+from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import promised_floor, reads
 from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordinator
 from sediment.actors.kv.errors import ErrCompacted
@@ -124,6 +125,7 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
                  promised_floor=promised)
     while True:
         await _handle(node, await ctx.receive())
+        kv_metrics.node_state(me, node.state, node.compact_revision, len(node.watchers))
 
 
 async def _handle(node: _Node, msg: Any) -> None:

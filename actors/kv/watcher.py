@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sediment import log
+from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import reads
 from sediment.actors.kv import watch_core as wc
 from sediment.actors.kv import watch_protocol as wp
@@ -79,6 +80,7 @@ async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int
             await _step(w, w.pending.pop(0))
         _report(w)
         _schedule_tick(w)
+    kv_metrics.watch_session_closed(ctx.self().node, w.closed)
     if w.parked is not None:
         ctx.reply(w.parked, ("closed", w.closed, _take(w)))
 
@@ -183,6 +185,7 @@ async def _step(w: _Watcher, event: wp.WatcherEvent) -> list[Any]:
             w.outbox.append(effect)
             if isinstance(effect, wp.Canceled):
                 w.ctx.send(w.node, ("watch_ended", w.ctx.self(), effect.watch_id))
+                kv_metrics.watch_canceled(w.ctx.self().node, effect.reason)
         elif isinstance(effect, wp.FetchHistory):
             w.pending.append(await _fetch(w, effect))
         elif isinstance(effect, wp.CloseWatcher):

@@ -47,7 +47,7 @@ from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftConfig, RaftState, last_index
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
-from sediment.actors.log.shell import batching, install
+from sediment.actors.log.shell import batching, install, raft_metrics
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.conf_meta import from_meta, to_meta
 from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
@@ -248,6 +248,7 @@ async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
                 shell.open_batches.append(last_index(state))
             for effect in effects:
                 await _execute(shell, state, effect)
+            raft_metrics.stepped(state, shell.machine)
             trim = _trim_event(shell, state)
             if trim is not None:
                 shell.pending.append(trim)
