@@ -102,9 +102,12 @@ class AuthService:
                 au.password_ok, stored, r.password):
             raise au.AuthError("ErrAuthFailed")
         token = f"{secrets.token_urlsafe(12)}.{next(_serial)}"
-        _, result = await self.s.router.propose(au.AuthChange("token", (token, r.name)),
-                                                self.s.request_timeout)
+        index, result = await self.s.router.propose(au.AuthChange("token", (token, r.name)),
+                                                    self.s.request_timeout)
         _raise(result)
+        # the token is checked by this node's member: on a follower, answer once it knows
+        # it (as etcd hands out a simple token only where it was applied)
+        await self.s.router.local_applied(index, self.s.request_timeout)
         return pb.AuthenticateResponse(header=self.s.header(0), token=token)
 
     async def _user_add(self, r: Any, c: Any) -> Any:

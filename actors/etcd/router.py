@@ -30,6 +30,7 @@ from sediment.runtime.process import Process
 HOP_TIMEOUT = 5.0  # seconds for one call to one member
 RETRY_PAUSE = 0.05  # seconds between two tries while no member leads
 MAX_HINTS = 8  # "not leader" hints followed in a row before pausing
+APPLIED_POLL = 0.002  # seconds between two looks at the local member's applied index
 
 
 class Router:
@@ -68,6 +69,18 @@ class Router:
         reply = await self.ctx.call(self.local, ("query", query), timeout=timeout)
         return reply[1] if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok" \
             else reply
+
+    async def local_applied(self, index: int, timeout: float) -> None:
+        """Wait (bounded) until this node's member has applied `index`: what a request
+        answered at the leader wrote is then visible to the next request served here
+        (a token Authenticate proposed, checked by the local member)."""
+        ctx = self.ctx
+        deadline = ctx.now() + timeout
+        while True:
+            status = await self.local_status()
+            if int(status.get("applied", 0)) >= index or ctx.now() >= deadline:
+                return
+            await ctx.sleep(APPLIED_POLL)
 
     async def local_status(self) -> dict[str, Any]:
         status: dict[str, Any] = await self.ctx.call(self.local, ("status",), timeout=HOP_TIMEOUT)

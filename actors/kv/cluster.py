@@ -33,7 +33,7 @@ from typing import Any
 from sediment.actors.blocks.shell.cluster import BlocksCluster
 from sediment.actors.blocks.shell.tier import BlockTier, TierParts, tier_children, tier_parts
 from sediment.actors.branches.shell.service import ServicesConfig, branches_child
-from sediment.actors.etcd.names import etcd_name
+from sediment.actors.etcd.names import ETCD_HOST, etcd_name
 from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
 from sediment.actors.kv import metrics as kv_metrics
@@ -207,14 +207,14 @@ def _children(node: str, spec: GroupSpec, config: KvNodeConfig,
               wire: EtcdConfig | None = None,
               branches: ServicesConfig | None = None) -> list[ChildSpec]:
     """The log tree (with the metastore member beside the KV's when there is a block
-    tier: one WAL per node), the KV node, the etcd server (in the raft host, beside the
-    member it proposes to), then the block tier's processes."""
+    tier: one WAL per node), the KV node, the etcd server (in a host of its own), then
+    the block tier's processes."""
     groups = [spec] if tier is None else [spec, tier.spec]
     kv = ChildSpec("kv-node", (Spawn(kv_node, node=node, name=kv_node_name(node),
                                      label=kv_node_name(node)), (config,)))
     server = [] if wire is None else [ChildSpec(
         "etcd", (Spawn(etcd_server, node=node, name=etcd_name(node), label=etcd_name(node),
-                       host=RAFT_HOST), (wire,)))]
+                       host=ETCD_HOST), (wire,)))]
     return [*node_children(node, groups), kv, *server,
             *([] if tier is None else tier_children(node, tier)),
             *([] if branches is None else [branches_child(node, branches)])]
