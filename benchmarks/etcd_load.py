@@ -124,6 +124,9 @@ def rows(write_endpoint: str, watch_endpoint: str, puts: int, keys: int,
     """The comparison's rows against one cluster: puts, linearizable and serializable
     ranges at 1 and 16 clients, watch delivery latency (ms)."""
     out: dict[str, Any] = {}
+    # warm up (not recorded): connections, the servers' first requests, the raft
+    # channels between a fresh cluster's hosts
+    throughput(write_endpoint, "put", 300, 16, keys)
     for kind in ("put", "linearizable", "serializable"):
         for clients in (1, 16):
             n = puts if kind == "put" else puts * 2

@@ -21,7 +21,7 @@ every node (`Cluster.start(etcd=EtcdWire())`), so a ratio compares the servers.
 The etcd side needs Debian's `etcd-server` (apt-get install etcd-server etcd-client);
 without it that column is skipped with a message.
 
-Usage: python benchmarks/kv_bench.py [--puts 1000] [--watch-events 200]
+Usage: python benchmarks/kv_bench.py [--puts 3000] [--watch-events 200]
        [--history 20000] [--keys 2000] [--dir DIR] [--json PATH] [--no-etcd]
 """
 
@@ -163,6 +163,7 @@ def cluster_rows(base: str, puts: int, keys: int, watch_events: int, history: in
                             compaction_interval=3600.0, etcd=EtcdWire())
     leader = cluster.wait_ready()
     out: dict[str, Any] = {"start_seconds": time.perf_counter() - t0}
+    cluster.rt.wait_warm(60)  # Ray starting the warm pools' actors is not the KV's load
     try:
         urls = {n: u.removeprefix("http://") for n, u in cluster.endpoints().items()}
         follower = next(n for n in cluster.nodes if n != leader)
@@ -282,7 +283,7 @@ def print_table(kv: dict[str, Any], etcd: dict[int, dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--puts", type=int, default=1000, help="puts per put row")
+    ap.add_argument("--puts", type=int, default=3000, help="puts per put row")
     ap.add_argument("--keys", type=int, default=2000)
     ap.add_argument("--watch-events", type=int, default=200)
     ap.add_argument("--history", type=int, default=20_000,

@@ -11,6 +11,8 @@ Patterns (every sender and receiver is an async Ray actor on both sides):
               (target: >= 20x)
   host crash  ray.kill of one host holding H processes, each monitored from another
               host: time until every monitor got its `killed` DOWN
+  channels    the cross-host patterns again with SEDIMENT_CHANNELS=ray (every batch a Ray
+              call, as before the hosts' direct channels)
 plus restart latency on Ray (ray.kill of a supervised child until its replacement answers
 a call) and simulation throughput (messages per second of the sim backend).
 
@@ -307,6 +309,13 @@ def main() -> None:
     cohosted = median_of([cohosted_rates(rt, args.n) for _ in range(args.repeat)])
     crash = sorted(host_crash(rt, args.crash_processes) for _ in range(args.repeat))
     rt.shutdown()
+    # the same patterns with the hosts' direct channels off: every batch a Ray call
+    os.environ["SEDIMENT_CHANNELS"] = "ray"
+    rt = api.start("ray", nodes=("n1", "n2"), warm_pool=0)
+    del os.environ["SEDIMENT_CHANNELS"]
+    rt.run(started)
+    ray_calls = median_of([our_rates(rt, args.n, args.k) for _ in range(args.repeat)])
+    rt.shutdown()
     rt = api.start("ray", nodes=("n1", "n2"), warm_pool=1)
     time.sleep(3)  # let the warm pool fill
     restarts = {
@@ -315,7 +324,7 @@ def main() -> None:
     }
     rt.shutdown()
 
-    rows = [(k, raw[k], ours[k], ours[k] / raw[k], ">= 0.8x") for k in raw]
+    rows = [(k, raw[k], ours[k], ours[k] / raw[k], ">= 0.8x", ray_calls[k]) for k in raw]
     restart_stats = {label: {"p50": statistics.median(lat), "p95": lat[int(0.95 * (len(lat) - 1))],
                              "max": lat[-1], "n": len(lat)} for label, lat in restarts.items()}
     results = {"throughput": rows, "cohosted": cohosted, "host_crash_s": crash,
@@ -323,11 +332,12 @@ def main() -> None:
                "rounds": {"raw": raw_runs, "ours": our_runs}}
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    print("\n| pattern | raw Ray (msg/s) | Sediment (msg/s) | ratio | target |")
-    print("|---|---:|---:|---:|---|")
-    for name, r, o, ratio, target in rows:
+    print("\n| pattern | raw Ray (msg/s) | Sediment (msg/s) | ratio | target | "
+          "Sediment, channels off (msg/s) |")
+    print("|---|---:|---:|---:|---|---:|")
+    for name, r, o, ratio, target, off in rows:
         ok = "ok" if ratio >= 0.8 else "MISSED"
-        print(f"| {name} | {r:,.0f} | {o:,.0f} | {ratio:.2f}x | {target} {ok} |")
+        print(f"| {name} | {r:,.0f} | {o:,.0f} | {ratio:.2f}x | {target} {ok} | {off:,.0f} |")
     raw_call = raw["1:1 sync"]
     for name, rate in cohosted.items():
         ok = "ok" if rate >= 20 * raw_call else "MISSED"
