@@ -563,7 +563,7 @@ def test_a_failpoint_armed_everywhere_is_a_breakpoint_until_released(rt: Any) ->
     def hits() -> list[FailpointHit]:
         return [m for m in rt.call(sink, "get") if isinstance(m, FailpointHit)]
 
-    assert eventually(rt, lambda: len(hits()) == 2)
+    assert eventually(rt, lambda: len(hits()) == 2), (early, late, rt.call(sink, "get"))
     assert {(h.tag, h.point, h.pid) for h in hits()} == {("hold-1", "test.point", early),
                                                          ("hold-1", "test.point", late)}
     rt.sleep(0.3)

@@ -94,8 +94,13 @@ class _Inbound(asyncio.Protocol):
                 if not self._handshake(body):
                     return
                 continue
-            sender, first, items = pickle.loads(body)
-            self._on_batch(sender, first, items)
+            try:
+                sender, first, items = pickle.loads(body)
+                self._on_batch(sender, first, items)
+            except Exception as exc:  # noqa: BLE001 - one bad batch must not end the stream
+                # (an exception here would close the connection and lose every frame
+                # behind it: a gap the pair's reorder buffer would wait on forever)
+                _logger.error("channel batch failed", peer=self._peer, error=repr(exc)[:300])
 
     def _handshake(self, body: bytes) -> bool:
         # the token is compared before anything of the stream is unpickled

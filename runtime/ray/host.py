@@ -46,20 +46,31 @@ class HostActor:
         self.kernel: HostKernel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
+        self._ready: asyncio.Event | None = None  # set once the kernel has its rules
+        self._net_pushed = False  # the runtime pushed network rules here (set_net)
         self._received: Counter[str] = Counter()
 
     async def _kernel(self) -> HostKernel:
-        """The kernel, made on the first call that needs it (on the main loop)."""
+        """The kernel, made on the first call that needs it (on the main loop). Callers
+        that come while it is being made wait until it has the runtime's network rules
+        (the Registry's `follow` often makes it first: a process started meanwhile ran
+        before its host knew a failpoint armed everywhere, and passed it)."""
         if self.kernel is None:
             self._loop = asyncio.get_running_loop()
             self._stopped = asyncio.Event()
+            self._ready = asyncio.Event()
             me = ray.get_runtime_context().current_actor
             kernel = HostKernel(self.config, self.node, self.host_id, self.name, me,
                                 self.registry, self._empty)
             self.kernel = kernel
-            kernel.set_net(await self.registry.host_up.remote(self.host_id))
+            rules = await self.registry.host_up.remote(self.host_id)
+            if not self._net_pushed:  # a push that came meanwhile is at least as new
+                kernel.set_net(rules)
             if self.config.channel_token:
                 await self._serve_channels(kernel)
+            self._ready.set()
+        elif self._ready is not None and not self._ready.is_set():
+            await self._ready.wait()
         return self.kernel
 
     async def _serve_channels(self, kernel: HostKernel) -> None:
@@ -178,6 +189,7 @@ class HostActor:
             loop.call_soon_threadsafe(self._set_net, rules)
 
     def _set_net(self, rules: Any) -> None:
+        self._net_pushed = True
         if self.kernel is not None:
             self.kernel.set_net(rules)
 
