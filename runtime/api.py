@@ -148,7 +148,11 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def arm_failpoint(self, pid: Pid, name: str, action: str, *, count: int | None = 1,
-                      seconds: float | None = None) -> None: ...
+                      seconds: float | None = None, notify: Pid | None = None,
+                      tag: str = "") -> None:
+        """Arm failpoint `name` on one process, to fire `count` times (None: until
+        released); with `notify`, the process sends that pid a `FailpointHit` (with
+        `tag`) each time it fires, before it acts (a crash's hit goes out first)."""
 
     @abc.abstractmethod
     def release_failpoint(self, pid: Pid, name: str) -> None:

@@ -33,7 +33,7 @@ Semantics, both backends:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,14 +134,21 @@ class _Done:
     skewed: str | None = None  # the node whose clock this fault shifted
 
 
+def fired_tag(i: int) -> str:
+    """The tag a fault's failpoint is armed with: its hit names the fault."""
+    return f"faults[{i}]"
+
+
 class Injector:
     """Applies steps to `cluster` (an actors.kv.cluster.Cluster); `sessions` lists the
     watch sessions of the run (client -> (watcher pid, node))."""
 
     def __init__(self, cluster: Any, rng: random.Random,
                  sessions: Callable[[], dict[int, tuple[Pid, str]]],
-                 find_leader: Callable[[], str | None] | None = None) -> None:
+                 find_leader: Callable[[], str | None] | None = None,
+                 notify: Pid | None = None) -> None:
         self.cluster, self.rt, self.rng = cluster, cluster.rt, rng
+        self.notify = notify  # told when an armed failpoint fires (the run's recorder)
         self.find_leader = find_leader or cluster.leader  # the KV leader now, or None
         self.nodes: tuple[str, ...] = tuple(cluster.nodes)
         self.sessions = sessions
@@ -283,9 +290,10 @@ class Injector:
             pid, node, _ = self.process(a.target)
             if pid is None:
                 return {"node": node, "point": a.point, "missed": "no such process"}
-            self.rt.arm_failpoint(pid, a.point, a.action, count=a.count, seconds=a.seconds)
+            self.rt.arm_failpoint(pid, a.point, a.action, count=a.count, seconds=a.seconds,
+                                  notify=self.notify, tag=fired_tag(i))
             done.failpoint = (pid, a.point)
-            if a.action == "crash":  # the others leave no trace to tell if they fired
+            if a.action == "crash":
                 self.armed.append((i, pid, a.point, node))
             return {"node": node, "process": str(pid), "point": a.point, "then": a.action}
         if isinstance(a, PauseProcess | ResumeProcess):
@@ -442,12 +450,14 @@ class Injector:
             detail["ended"] = ended
         return detail
 
-    def unfired(self) -> list[str]:
-        """Armed crash failpoints whose process is still alive: they never fired (call
-        before heal_all, which restarts processes)."""
+    def unfired(self, fired: Mapping[str, object] | None = None) -> list[str]:
+        """Armed crash failpoints that never fired: no hit under their tag in `fired`
+        (what the `notify` process heard), or without it, whose process is still alive
+        (call before heal_all, which restarts processes)."""
         out = []
         for i, pid, point, node in self.armed:
-            if self.rt.is_alive(pid):
+            if fired is not None and fired_tag(i) not in fired or (
+                    fired is None and self.rt.is_alive(pid)):
                 out.append(f"faults[{i}]: failpoint {point} on {node} never fired")
         return out
 

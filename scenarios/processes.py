@@ -6,7 +6,8 @@ time is the runtime clock of that node (`ctx.now()`: virtual on `sim`), so opera
 different clients compare.
 
 - `recorder`: buffers what the others report (operations, watch logs, cluster samples,
-  log entries); the driver reads it all with ("dump",). Bounded: past a limit it keeps a
+  log entries, the first hit of each failpoint the nemesis armed); the driver reads it
+  all with ("dump",) and the hits with ("fired",). Bounded: past a limit it keeps a
   note instead (a truncated history must never be judged as complete).
 - `traffic_client`: one Jepsen process: a request from the seed, one at a time, each
   recorded with its invoke and complete times and the raft index it got.
@@ -29,6 +30,7 @@ from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import Compact, Range
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.errors import CallError
+from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -104,6 +106,7 @@ class _Recorded:
     done: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     head: int = 0  # the highest header revision any operation got
+    fired: dict[str, FailpointHit] = field(default_factory=dict)  # the nemesis's failpoints
 
     def full(self, what: str, n: int) -> bool:
         if n < LIMITS[what]:
@@ -121,6 +124,8 @@ async def recorder(ctx: Process) -> None:
         msg = await ctx.receive()
         if isinstance(msg, Call):
             ctx.reply(msg.from_, _answer(r, msg.request))
+        elif isinstance(msg, FailpointHit):  # a failpoint the nemesis armed (tag: fault)
+            r.fired.setdefault(msg.tag, msg)
         elif isinstance(msg, tuple) and msg:
             _store(r, msg)
 
@@ -161,6 +166,8 @@ def _answer(r: _Recorded, request: Any) -> Any:
                 "entries": len(r.entries), "done": sorted(r.done)}
     if kind == "sessions":
         return dict(r.sessions)
+    if kind == "fired":
+        return dict(r.fired)
     if kind == "last_sample":
         return r.samples[-1] if r.samples else None
     if kind == "dump":

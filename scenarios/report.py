@@ -81,7 +81,8 @@ def counts(history: History) -> dict[str, int]:
             "events": sum(len(r.events) for w in history.watches for r in w.responses),
             "faults": sum(1 for f in history.faults if f.detail.get("phase") == "start"),
             "triggered": sum(1 for f in history.faults if "trigger" in f.detail),
-            "hit": sum(1 for f in history.faults if f.detail.get("hit"))}
+            "hit": sum(1 for f in history.faults if f.detail.get("hit")),
+            "fired": sum(1 for f in history.faults if "fired_at" in f.detail)}
 
 
 def summary_table(results: Sequence[RunResult | RunSummary]) -> str:

@@ -341,7 +341,8 @@ class _Run:
         go = processes.Go(self.t0, self.t0 + s.duration)
         for pid in [*traffic, *self.watchers]:
             self.rt.send(pid, go)
-        injector = nemesis.Injector(self.cluster, self.rng, self._sessions, self._leader_now)
+        injector = nemesis.Injector(self.cluster, self.rng, self._sessions, self._leader_now,
+                                    notify=self.recorder)
         self.injector = injector
         steps = nemesis.plan(s)
         for step in steps:
@@ -413,6 +414,20 @@ class _Run:
         _logger.info("fault", action=fault.name, t=round(event.t, 3), **{
             k: v for k, v in detail.items() if k in ("node", "process", "phase", "trigger")})
 
+    def _record_fired(self) -> None:
+        """Mark each armed failpoint's fault with when and where it fired (its first hit,
+        which the process sent the recorder before acting), and note the crash ones that
+        never did."""
+        assert self.injector is not None and self.recorder is not None
+        fired = self.rt.call(self.recorder, ("fired",), timeout=30)
+        self.notes += self.injector.unfired(fired)
+        for k, event in enumerate(self.faults):
+            hit = fired.get(nemesis.fired_tag(int(str(event.detail.get("fault", -1)))))
+            if hit is not None and event.detail.get("phase") == "start":
+                self.faults[k] = FaultEvent(event.t, event.action, {
+                    **event.detail, "fired_at": round(float(hit.t) - self.t0, 6),
+                    "fired_in": str(hit.pid)})
+
     def _wait_for(self, i: int, fault: Fault) -> trigger_waiter.Moment:
         """Wait for the fault's moment: at its breakpoint (armed here; on a hit the
         caller releases it once the fault is applied, on a miss it is released here) or,
@@ -454,7 +469,7 @@ class _Run:
             names += branch_tier.client_names(s.cluster.branches)
         self._wait_done(names, t.op_timeout * 8 + 10)
         if self.injector is not None:
-            self.notes += self.injector.unfired()
+            self._record_fired()
         undone = self.injector.heal_all() if self.injector is not None else []
         self.faults.append(FaultEvent(self._now(), "heal", {"phase": "final",
                                                             "undone": undone}))

@@ -549,6 +549,23 @@ def test_failpoints(rt: Any, action: str) -> None:
         assert isinstance(down.reason, Error) and down.reason.kind == FailpointError.__name__
 
 
+def test_a_crash_failpoint_armed_with_notify_tells_before_the_process_dies(rt: Any) -> None:
+    """A scenario knows a crash failpoint fired from the hit the process sent before it
+    died (on Ray, a process alone in its actor exits the OS process right after)."""
+    sink = rt.spawn(collector, node="n1")
+    proc = rt.spawn(with_failpoint, sink, node="n2", label="fp")
+    rt.arm_failpoint(proc, "test.point", "crash", notify=sink, tag="faults[3]")
+    rt.send(proc, "go")
+
+    def hits() -> list[FailpointHit]:
+        return [m for m in rt.call(sink, "get") if isinstance(m, FailpointHit)]
+
+    assert eventually(rt, lambda: len(hits()) == 1 and not rt.is_alive(proc))
+    [hit] = hits()
+    assert (hit.tag, hit.point, hit.pid) == ("faults[3]", "test.point", proc)
+    assert rt.call(sink, "get") == ["before", hit]
+
+
 def test_a_failpoint_armed_everywhere_is_a_breakpoint_until_released(rt: Any) -> None:
     """Armed everywhere with `notify`, a pause holds every process that reaches the
     point, those spawned after the arming too, and tells who reached it; the release

@@ -604,6 +604,12 @@ def test_library_scenario_passes(scenario: schema.Scenario, seed: int, backend: 
     armed = sum(isinstance(f.action, schema.ArmFailpoint) for f in scenario.faults)
     unfired = [n for n in result.notes if "never fired" in n]
     assert len(unfired) <= armed // 3, result.notes
+    # each crash failpoint armed either fired (its hit marks the fault) or is noted
+    crashes = [f.detail for f in result.history.faults
+               if f.action == "failpoint" and f.detail.get("then") == "crash"]
+    fired = [d for d in crashes if "fired_at" in d]
+    assert len(fired) + len(unfired) == len(crashes), (crashes, result.notes)
+    assert all(d["fired_in"] == d["process"] for d in fired), fired
     if backend == "sim":  # every triggered fault landed inside its moment, held there
         held = [f.detail for f in result.history.faults if f.detail.get("phase") == "start"
                 and holds.hold_of(str(f.detail.get("trigger"))) is not None]

@@ -265,8 +265,10 @@ class RayRuntime(Runtime):
             return False
 
     def arm_failpoint(self, pid: Pid, name: str, action: str, *, count: int | None = 1,
-                      seconds: float | None = None) -> None:
-        self.transport.submit(pid, FailpointSignal(name, Failpoint(action, count, seconds)))
+                      seconds: float | None = None, notify: Pid | None = None,
+                      tag: str = "") -> None:
+        self.transport.submit(pid, FailpointSignal(name, Failpoint(action, count, seconds,
+                                                                   notify, tag)))
 
     def release_failpoint(self, pid: Pid, name: str) -> None:
         self.transport.submit(pid, FailpointSignal(name, None))

@@ -128,8 +128,9 @@ class SimRuntime(Runtime):
         return None if entry is None else entry[0]
 
     def arm_failpoint(self, pid: Pid, name: str, action: str, *, count: int | None = 1,
-                      seconds: float | None = None) -> None:
-        fp = Failpoint(action, count, seconds)
+                      seconds: float | None = None, notify: Pid | None = None,
+                      tag: str = "") -> None:
+        fp = Failpoint(action, count, seconds, notify, tag)
         self.kernel._route(DRIVER, pid, FailpointSignal(name, fp))
 
     def release_failpoint(self, pid: Pid, name: str) -> None:
