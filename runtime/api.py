@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from .errors import RuntimeErrorBase
+from .errors import BadArgument, RuntimeErrorBase
 from .failpoints import Failpoint
 from .kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from .pid import Pid
@@ -113,6 +113,21 @@ class Runtime(abc.ABC):
         second of CPU each; whoever times something right after spawning many processes
         waits here first. The simulator has nothing to wait for."""
         return True
+
+    def prepare_hosts(self, hosts: Iterable[tuple[str, str]],
+                      spares: Mapping[str, int] | None = None, timeout: float = 120.0) -> None:
+        """Start the named hosts `hosts` ((node, host name) pairs) all at once, ahead of
+        the processes that will join them, and `spares[node]` idle hosts on each node for
+        the processes about to be spawned there with a host of their own. A supervisor
+        starts its children one after the other, and on Ray each new host is an OS
+        process that takes about a second to boot: a cluster's start was the sum of
+        those boots. The simulator's hosts cost nothing; there it only checks the nodes
+        (so seeds replay as before)."""
+        del timeout
+        hosts = list(hosts)
+        unknown = sorted(({node for node, _ in hosts} | set(spares or ())) - set(self.nodes))
+        if unknown:
+            raise BadArgument(f"unknown node {unknown[0]!r}; this runtime has {list(self.nodes)}")
 
     @contextlib.contextmanager
     def network_change(self) -> Iterator[None]:

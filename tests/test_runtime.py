@@ -754,3 +754,26 @@ def test_wait_warm_on_the_simulator_has_nothing_to_wait_for() -> None:
     with api.start("sim", seed=1, nodes=("n1",)) as rt:
         rt.spawn(echo)
         assert rt.wait_warm(0.0)
+
+
+def test_prepared_hosts_are_the_ones_processes_join(rt: Any) -> None:
+    """`prepare_hosts` starts named hosts ahead of their processes (on Ray, all at
+    once: a supervisor's children would start them one after the other); a process
+    spawned into one joins it, and the other names stay usable."""
+    rt.prepare_hosts([("n2", "early"), ("n3", "early"), ("n2", "early")])
+    prepared = {"n2": "early", "n3": "early"}  # the host a pid names (on Ray: its id)
+    if rt.backend == "ray":
+        import ray
+
+        prepared = {node: host_id for node in ("n2", "n3")
+                    for host_id, name, _h in ray.get(rt.registry.hosts_of.remote(node))
+                    if name == "early"}
+        assert set(prepared) == {"n2", "n3"}
+    a = rt.spawn(echo, node="n2", host="early")
+    b = rt.spawn(echo, node="n2", host="early")
+    c = rt.spawn(echo, node="n3", host="early")
+    assert (a.host, b.host, c.host) == (prepared["n2"], prepared["n2"], prepared["n3"])
+    assert [rt.call(p, i) for i, p in enumerate((a, b, c))] == [("echo", 0), ("echo", 1),
+                                                                ("echo", 2)]
+    with pytest.raises(BadArgument, match="unknown node"):
+        rt.prepare_hosts([("n9", "early")])

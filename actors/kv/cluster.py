@@ -60,7 +60,7 @@ from sediment.actors.kv.types import (
 )
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.cluster import GroupClient, node_children
-from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -115,6 +115,13 @@ class Cluster:
         if etcd is not None and (runtime.backend if runtime is not None else backend) != "ray":
             raise ValueError("the etcd API needs the ray backend (the simulator has no sockets)")
         rt = runtime or api.start(backend, nodes=names)
+        # the hosts the node trees will ask for, started at once: named ones, and on each
+        # node one for each process with an actor of its own (the segment writer, the KV
+        # node; the top supervisor on its node)
+        top = top_node or names[0]
+        rt.prepare_hosts(((n, h) for n in names
+                          for h in (RAFT_HOST, LOG_HOST, *([ETCD_HOST] if etcd else []))),
+                         spares={n: 2 + (n == top) for n in {*names, top}})
         machine = netsy if limits == DEFAULT_LIMITS else functools.partial(netsy, limits=limits)
         spec = GroupSpec(KV_GROUP, names, data_dir, machine=machine, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
@@ -127,11 +134,10 @@ class Cluster:
                                                    period=10),
                                          _children(n, spec, config, tier, wire, branches))),
                            type="supervisor") for n in names]
-        top = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv",
-                        node=top_node or names[0])
-        tiered = None if tier is None else BlocksCluster(rt, tier.spec, tier.blocks, top,
+        top_sup = start_top(rt, SupFlags(intensity=20, period=10), specs, name="kv", node=top)
+        tiered = None if tier is None else BlocksCluster(rt, tier.spec, tier.blocks, top_sup,
                                                          tier.shards, owns_runtime=False)
-        cluster = cls(rt, spec, config, top, owns_runtime=runtime is None, limits=limits,
+        cluster = cls(rt, spec, config, top_sup, owns_runtime=runtime is None, limits=limits,
                       blocks=tiered, etcd=wire)
         cluster.wait_ready()
         return cluster

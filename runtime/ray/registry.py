@@ -8,7 +8,9 @@ named host with it. Processes are not registered here: a host answers for its ow
 Starting a Ray actor costs a new worker process (most of a second here), which would
 dominate restart latency. So the registry keeps `warm_pool` idle, already-started hosts
 per logical node; a spawn of a process with a host of its own takes one (one call) and
-the registry starts a replacement in the background.
+the registry starts a replacement in the background, once no spawn took one on that node
+for `REFILL_DELAY` seconds: during a burst (a cluster starting its node trees) the
+replacements booting beside it took a second of CPU each from the spawns being waited for.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import ray
 
 from ..pid import Pid
 from .transport import ACTOR_MAX_CONCURRENCY, NAMESPACE, ClusterConfig
+
+REFILL_DELAY = 1.0  # seconds without a checkout on a node before its warm pool refills
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Registry:
         self._followers: dict[str, asyncio.Task[Any]] = {}
         self.pool: dict[str, list[_Host]] = {node: [] for node in config.node_map}
         self._warming: dict[str, int] = {node: 0 for node in config.node_map}
+        self._refills: dict[str, asyncio.TimerHandle] = {}  # refills waiting for a quiet node
         self._me: Any = None
 
     async def warm(self) -> dict[str, int]:
@@ -59,8 +64,9 @@ class Registry:
         return {node: [h.id for h in pool] for node, pool in self.pool.items()}
 
     async def warming(self) -> int:
-        """Warm hosts still starting (a burst of spawns leaves Ray workers booting)."""
-        return sum(self._warming.values())
+        """Warm hosts still starting or waiting to (a burst of spawns leaves Ray workers
+        booting)."""
+        return sum(self._warming.values()) + len(self._refills)
 
     # --- hosts --------------------------------------------------------------------------
 
@@ -73,7 +79,7 @@ class Registry:
         pool = self.pool.get(node)
         host = pool.pop(0) if pool else None
         if node in self.pool:
-            self._replenish(node)
+            self._refill_when_quiet(node)
         if host is None:
             host = await self._create(node, None)
         return host.id, host.handle
@@ -117,12 +123,32 @@ class Registry:
         self._followers[host_id] = asyncio.get_running_loop().create_task(self._follow(host))
         return host
 
+    def _refill_when_quiet(self, node: str) -> None:
+        pending = self._refills.pop(node, None)
+        if pending is not None:
+            pending.cancel()
+        self._refills[node] = asyncio.get_running_loop().call_later(
+            REFILL_DELAY, self._refill_now, node)
+
+    def _refill_now(self, node: str) -> None:
+        self._refills.pop(node, None)
+        self._replenish(node)
+
     def _replenish(self, node: str) -> None:
         if self._me is None:
             return
         while len(self.pool[node]) + self._warming[node] < self.config.warm_pool:
             self._warming[node] += 1
             asyncio.get_running_loop().create_task(self._warm_one(node))
+
+    async def prewarm(self, node: str, count: int) -> int:
+        """Fill `node`'s warm pool up to `count` hosts at once (above its usual size, for
+        a burst of spawns about to come); answers the pool's size."""
+        wanted = count - len(self.pool[node]) - self._warming[node]
+        if wanted > 0:
+            self._warming[node] += wanted
+            await asyncio.gather(*(self._warm_one(node) for _ in range(wanted)))
+        return len(self.pool[node])
 
     async def _warm_one(self, node: str) -> None:
         try:

@@ -15,7 +15,7 @@ import random
 import secrets
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import ray
@@ -222,6 +222,14 @@ class RayRuntime(Runtime):
                 return False
             time.sleep(WARM_POLL)
         return True
+
+    def prepare_hosts(self, hosts: Iterable[tuple[str, str]],
+                      spares: Mapping[str, int] | None = None, timeout: float = 120.0) -> None:
+        wanted = list(dict.fromkeys((self._node(node), name) for node, name in hosts))
+        warm = {self._node(node): count for node, count in (spares or {}).items()}
+        ray.get([*(self.registry.host_for.remote(node, name) for node, name in wanted),
+                 *(self.registry.prewarm.remote(node, count) for node, count in warm.items())],
+                timeout=timeout)
 
     @contextlib.contextmanager
     def network_change(self) -> Iterator[None]:
