@@ -123,7 +123,13 @@ def _unplaced(op: OpRecord) -> bool:
 def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
         list[OpRecord], dict[int, Any]]:
     """Give indeterminate operations (and writes answered over gRPC) the index of their
-    entry; the entries nobody claims remain (index -> command)."""
+    entry; the entries nobody claims remain (index -> command).
+
+    Answered writes first: each is in the log for sure, so it takes the first entry of
+    its request after what was answered before it was sent. Indeterminate ones share
+    what is left: given first, one that never reached the log took the entry of a later
+    identical request that did, and that one was pushed past its own answer (a gRPC
+    run's `linearizable` then failed on two `delete k/0`, one cut off by a node's kill)."""
     claimed = {op.index for op in ops if op.index is not None}
     unclaimed: dict[Any, list[int]] = defaultdict(list)
     for index in sorted(entries):
@@ -131,17 +137,19 @@ def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
         if index not in claimed and isinstance(command, REQUEST_TYPES):
             unclaimed[_key(command)].append(index)
     out = list(ops)
-    waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops) if _unplaced(op))
     done = sorted((op.complete_t, op.index) for op in ops if op.index is not None)
-    floor, next_done = 0, 0  # the highest index answered before the current invoke
-    for invoke_t, i in waiting:
-        while next_done < len(done) and done[next_done][0] < invoke_t:
-            floor = max(floor, done[next_done][1])
-            next_done += 1
-        free = unclaimed.get(_key(ops[i].request))
-        pick = next((j for j, index in enumerate(free or ()) if index > floor), None)
-        if free and pick is not None:
-            out[i] = replace(ops[i], index=free.pop(pick))
+    for answered in (True, False):
+        waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops)
+                         if _unplaced(op) and (op.outcome == "ok") == answered)
+        floor, next_done = 0, 0  # the highest index answered before the current invoke
+        for invoke_t, i in waiting:
+            while next_done < len(done) and done[next_done][0] < invoke_t:
+                floor = max(floor, done[next_done][1])
+                next_done += 1
+            free = unclaimed.get(_key(ops[i].request))
+            pick = next((j for j, index in enumerate(free or ()) if index > floor), None)
+            if free and pick is not None:
+                out[i] = replace(ops[i], index=free.pop(pick))
     left = {index: entries[index] for indexes in unclaimed.values() for index in indexes}
     return out, left
 

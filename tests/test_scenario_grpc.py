@@ -150,6 +150,22 @@ def test_answered_grpc_writes_take_their_wire_entry_and_refusals_stay_off_it() -
     assert left == {7: c}
 
 
+def test_an_indeterminate_write_does_not_take_the_entry_of_a_later_answered_one() -> None:
+    """Two identical deletes: the first cut off by a node's kill (it never reached the
+    log), the second answered at the first entry of that request. The answered one
+    keeps its entry; the indeterminate one may only have the later one (found by the
+    headline over gRPC on Ray: linearizable failed with the answered delete placed past
+    its own answer)."""
+    d = DeleteRange(b"k/0")
+    ops = [_op(0, d, 2.458, "info", Failure("Unavailable")),
+           _op(1, d, 3.571, result=None)]
+    entries: dict[int, Any] = {120: request_of(Wire(None, 0, d)),
+                               224: request_of(Wire(None, 0, d))}
+    placed, left = place_ops(ops, entries)
+    assert [o.index for o in placed] == [224, 120]
+    assert left == {}
+
+
 def test_a_grpc_run_assembles_from_wire_entries_with_no_stray_write() -> None:
     a, b = Put(b"k/0", b"0.1"), Put(b"k/0", b"1.1")
     ops = (_op(0, a, 1.0, result=PutResult(2)), _op(1, b, 2.0, "info", Failure("Timeout")))

@@ -292,9 +292,7 @@ class Watch:
                                                    response.compact_revision))
                     return
                 for e in response.events:
-                    self._events.put(Event(
-                        "put" if e.type == 0 else "delete", wire.kv_from_pb(e.kv),
-                        wire.kv_from_pb(e.prev_kv) if e.HasField("prev_kv") else None))
+                    self._events.put(wire.event_from_pb(e))
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.CANCELLED:
                 self._events.put(error_of(err))

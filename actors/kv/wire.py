@@ -22,6 +22,7 @@ from sediment.actors.kv.types import (
     Compare,
     DeleteRange,
     DeleteResult,
+    Event,
     KeyValue,
     Put,
     PutResult,
@@ -176,6 +177,12 @@ def compact_from_pb(m: Any) -> Compact:
 
 def kv_from_pb(m: Any) -> KeyValue:
     return KeyValue(m.key, m.value, m.create_revision, m.mod_revision, m.version, m.lease)
+
+
+def event_from_pb(m: Any) -> Event:
+    """A watch event as etcd sends it (mvccpb.Event: type 0 is PUT, 1 DELETE)."""
+    return Event("put" if m.type == 0 else "delete", kv_from_pb(m.kv),
+                 kv_from_pb(m.prev_kv) if m.HasField("prev_kv") else None)
 
 
 def kv_pb(kv: KeyValue) -> Any:
