@@ -64,7 +64,7 @@ class EtcdClient:
         self.endpoint = endpoint
         self.timeout = timeout
         self._channel = grpc.insecure_channel(endpoint)
-        self._kv = rpc_pb2_grpc.KVStub(self._channel)  # type: ignore[no-untyped-call]
+        self._kv = rpc_pb2_grpc.KVStub(self._channel)
         self.last_header: Any = None
 
     def request(self, request: wire.Request) -> wire.Result:
