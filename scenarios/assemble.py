@@ -49,9 +49,9 @@ from sediment.scenarios.history import (
     Failure,
     FaultEvent,
     History,
-    HistoryRecorder,
     WatchLog,
 )
+from sediment.scenarios.history_recorder import HistoryRecorder
 from sediment.scenarios.observe import ClusterView
 from sediment.scenarios.processes import Dump, Missing, OpRecord
 

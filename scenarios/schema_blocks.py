@@ -8,7 +8,7 @@ flushes, merges, lease expiries and block compactions all happen within the few 
 a scenario runs. Only the in-process `pyarrow` executor runs in scenarios: a Spark
 session takes longer to start than a scenario lasts.
 
-Validation is `schema_parse._Validator`'s (this module reads through the `Reader` protocol so
+Validation is `schema_values.ValueReader`'s (this module reads through the `Reader` protocol so
 that it does not import the schema module that imports it), with the same file:line:col
 errors. `blocks_dict` gives the plain form back for `Scenario.to_dict`.
 """
@@ -91,7 +91,7 @@ class BlocksSpec:
 
 
 class Reader(Protocol):
-    """The primitives of `schema_parse._Validator` this module uses."""
+    """The primitives of `schema_values.ValueReader` this module uses."""
 
     duration: float
 

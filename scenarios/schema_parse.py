@@ -1,269 +1,69 @@
 """Reading a scenario file: YAML with the position of every value, then validation.
 
-`schema.loads` and `schema.load_dict` come here. `_Doc` keeps the line and column of
-every value and key, so each problem is a `ScenarioError` at its place in the file;
-`_Validator` checks every field (unknown keys are errors, with a "did you mean") and
-builds the frozen `schema.Scenario`. `cluster.blocks` is read by `schema_blocks.py`
-through the validator's primitives. Pure: no clock, no cluster, no filesystem.
+`schema.loads` and `schema.load_dict` come here. `schema_yaml.Doc` keeps the line and
+column of every value and key, so each problem is a `ScenarioError` at its place in the
+file; `_Validator` checks every field (unknown keys are errors, with a "did you mean") and
+builds the frozen `schema.Scenario`. This module reads the scenario's top level, its
+cluster and its traffic; `schema_faults.py` its faults, `schema_blocks.py` and
+`schema_branches.py` its tiers, all through `schema_values.ValueReader`'s checks. Pure:
+no clock, no cluster, no filesystem.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar, cast
-
-import yaml
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from sediment.scenarios.schema import (
-    ACTIONS,
     BACKENDS,
     CHECKS,
     CLIENT_KINDS,
-    FAILPOINT_RE,
     FILTERS,
     MAX_COMPACTIONS,
     MAX_DURATION_S,
-    MAX_FAULTS,
     MAX_NODES,
-    MAX_SKEW_S,
-    MAX_TEXT_BYTES,
     MAX_WATCHERS,
     MIX_OPS,
     NAME_RE,
     NODE_RE,
     NODE_ROLES,
-    RANGED,
-    ROLES,
     TIER_CHECKS,
-    TIER_ROLES,
-    TIER_TRIGGERS,
-    TRIGGERS,
     WATCH_STARTS,
-    ArmFailpoint,
     Backend,
     ClientKind,
-    ClockSkew,
     Cluster,
     CompactAt,
     Compactions,
     CompactTarget,
-    Delay,
-    Drop,
-    FailpointAction,
     Fault,
-    FaultAction,
-    Heal,
-    KillNode,
-    KillProcess,
     Mix,
-    Partition,
     Path_,
-    PauseProcess,
-    ProcessTarget,
-    RestartNode,
-    RestartProcess,
-    ResumeProcess,
-    Role,
     Scenario,
-    ScenarioError,
     Settings,
     Traffic,
-    Trigger,
     WatcherSpec,
     WatchStart,
-    When,
 )
-from sediment.scenarios.schema_blocks import LEADER_ONLY, read_blocks
-from sediment.scenarios.schema_branches import BRANCH_TRIGGERS, read_branches
+from sediment.scenarios.schema_blocks import read_blocks
+from sediment.scenarios.schema_branches import read_branches
+from sediment.scenarios.schema_faults import read_faults
+from sediment.scenarios.schema_values import ValueReader
+from sediment.scenarios.schema_yaml import Doc, did_you_mean, got, read_yaml, show_path
 
 
 def parse_text(text: str, source: str) -> Scenario:
     """A scenario from YAML text (`schema.loads`)."""
-    if len(text) > MAX_TEXT_BYTES:
-        raise ScenarioError(source, "scenario", f"text larger than {MAX_TEXT_BYTES} bytes")
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        what = f"{exc.context}, {exc.problem}" if exc.context else exc.problem
-        raise ScenarioError(source, "scenario", f"invalid YAML: {what}", line, col) from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(source, "scenario", f"invalid YAML: {exc}") from None
-    doc = _Doc(source)
-    data = None if node is None else doc.convert(node, ())
+    doc, data = read_yaml(text, source)
     return _Validator(doc).scenario(data)
 
 
 def parse_data(data: Mapping[str, Any], source: str) -> Scenario:
     """A scenario from plain data (`schema.load_dict`)."""
-    return _Validator(_Doc(source)).scenario(data)
+    return _Validator(Doc(source)).scenario(data)
 
 
-class _Doc:
-    """Plain values from YAML nodes, with the position of every value and key."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.marks: dict[Path_, tuple[int, int]] = {}
-        self.key_marks: dict[Path_, tuple[int, int]] = {}
-        self._scalars = yaml.constructor.SafeConstructor()
-
-    def convert(self, node: yaml.Node, path: Path_) -> Any:
-        self.marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            out: dict[str, Any] = {}
-            for knode, vnode in node.value:
-                key = self._scalars.construct_object(knode) if isinstance(
-                    knode, yaml.ScalarNode) else None
-                at = (knode.start_mark.line + 1, knode.start_mark.column + 1)
-                if not isinstance(key, str):
-                    self.key_marks[(*path, "?")] = at
-                    self.fail((*path, "?"), "keys must be strings", key=True)
-                if key in out:
-                    self.key_marks[(*path, key)] = at
-                    self.fail((*path, key), "duplicate key", key=True)
-                self.key_marks[(*path, key)] = at
-                out[key] = self.convert(vnode, (*path, key))
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.convert(v, (*path, i)) for i, v in enumerate(node.value)]
-        return self._scalars.construct_object(node)
-
-    def fail(self, path: Path_, message: str, *, key: bool = False) -> NoReturn:
-        mark = (self.key_marks.get(path) if key else None) or self.marks.get(path)
-        if mark is None:  # a missing field: point at its parent
-            parent = path
-            while parent and parent not in self.marks:
-                parent = parent[:-1]
-            mark = self.marks.get(parent)
-        line, col = mark if mark else (None, None)
-        raise ScenarioError(self.source, show_path(path), message, line, col)
-
-
-def show_path(path: Path_) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out or "scenario"
-
-
-def _got(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "null"
-    if isinstance(v, str):
-        return repr(v if len(v) <= 40 else v[:37] + "...")
-    if isinstance(v, dict):
-        return "a mapping"
-    if isinstance(v, list):
-        return "a list"
-    if isinstance(v, int | float):
-        return repr(v)
-    return f"a {type(v).__name__}"
-
-
-def did_you_mean(v: object, choices: Sequence[str]) -> str:
-    """" (did you mean 'x'?)" for a string close to one of `choices`, else ""."""
-    if not isinstance(v, str):
-        return ""
-    close = difflib.get_close_matches(v, choices, n=1, cutoff=0.6)
-    if not close:  # a case slip ("Leader") is close at any length
-        close = [c for c in choices if c.lower() == v.lower()][:1]
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-T = TypeVar("T")
-
-
-class _Validator:
-    def __init__(self, doc: _Doc) -> None:
-        self.doc = doc
-        self.nodes: tuple[str, ...] = ()
-        self.duration = MAX_DURATION_S
-        self.blocks = False  # the scenario starts a block tier: its roles, triggers, checks
-        self.branches = False  # the scenario runs the branch tier: its triggers
-
-    # -- primitives --
-
-    def fail(self, path: Path_, message: str, *, key: bool = False) -> NoReturn:
-        self.doc.fail(path, message, key=key)
-
-    def mapping(
-        self, v: object, path: Path_, known: Sequence[str], required: Sequence[str] = ()
-    ) -> dict[str, Any]:
-        if not isinstance(v, dict):
-            self.fail(path, f"must be a mapping, got {_got(v)}")
-        for k in v:
-            if not isinstance(k, str):
-                self.fail(path, f"keys must be strings, got {_got(k)}")
-            if k not in known:
-                self.fail((*path, k), f"unknown key{did_you_mean(k, known)}; known: "
-                          f"{', '.join(known)}", key=True)
-        for k in required:
-            if k not in v:
-                self.fail((*path, k), "is required")
-        return cast(dict[str, Any], v)
-
-    def integer(self, v: object, path: Path_, lo: int, hi: int) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            self.fail(path, f"must be an integer in [{lo}, {hi}], got {_got(v)}")
-        return v
-
-    def number(
-        self, v: object, path: Path_, lo: float, hi: float, *, open_lo: bool = False
-    ) -> float:
-        ok = (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-              and (v > lo if open_lo else v >= lo) and v <= hi)
-        if not ok:
-            low = f"> {lo:g}" if open_lo else f">= {lo:g}"
-            self.fail(path, f"must be a number {low} and <= {hi:g}, got {_got(v)}")
-        return float(cast(float, v))
-
-    def boolean(self, v: object, path: Path_) -> bool:
-        if not isinstance(v, bool):
-            self.fail(path, f"must be true or false, got {_got(v)}")
-        return v
-
-    def string(self, v: object, path: Path_, pattern: re.Pattern[str] | None = None,
-               what: str = "a string") -> str:
-        if not isinstance(v, str) or (pattern is not None and not pattern.fullmatch(v)):
-            self.fail(path, f"must be {what}, got {_got(v)}")
-        return v
-
-    def choice(self, v: object, path: Path_, choices: Sequence[str]) -> str:
-        if not isinstance(v, str) or v not in choices:
-            self.fail(path, f"must be one of {', '.join(choices)}, got {_got(v)}"
-                      f"{did_you_mean(v, choices)}")
-        return v
-
-    def items(self, v: object, path: Path_, most: int, *, empty: bool = True) -> list[Any]:
-        if not isinstance(v, list):
-            self.fail(path, f"must be a list, got {_got(v)}")
-        if not empty and not v:
-            self.fail(path, "must not be empty")
-        if len(v) > most:
-            self.fail(path, f"at most {most} items, got {len(v)}")
-        return v
-
-    def distinct(self, values: list[T], path: Path_) -> tuple[T, ...]:
-        for i, x in enumerate(values):
-            if x in values[:i]:
-                self.fail((*path, i), f"{_got(x)} is listed twice")
-        return tuple(values)
-
-    def opt(self, m: Mapping[str, Any], key: str, path: Path_,
-            read: Callable[[object, Path_], T], default: T) -> T:
-        return read(m[key], (*path, key)) if key in m else default
-
-    def time(self, v: object, path: Path_) -> float:
-        return self.number(v, path, 0.0, self.duration)
-
-    # -- the scenario --
+class _Validator(ValueReader):
+    """The scenario's top level, cluster and traffic, into a `Scenario`."""
 
     def scenario(self, data: object) -> Scenario:
         top = ("name", "description", "seed", "duration", "backends", "cluster", "traffic",
@@ -299,16 +99,6 @@ class _Validator:
         names = [cast(Backend, self.choice(x, (*path, i), BACKENDS)) for i, x in enumerate(items)]
         return self.distinct(names, path)
 
-    def needs_tier(self, v: object, path: Path_, tier: Sequence[str]) -> None:
-        """A name of the block tier (a role, trigger, check) in a scenario without one."""
-        if not self.blocks and isinstance(v, str) and v in tier:
-            self.fail(path, f"{v!r} belongs to the block tier: it needs cluster.blocks")
-
-    def needs_branches(self, v: object, path: Path_) -> None:
-        """A trigger of the branch tier in a scenario without it."""
-        if not self.branches and isinstance(v, str) and v in BRANCH_TRIGGERS:
-            self.fail(path, f"{v!r} belongs to the branch tier: it needs cluster.branches")
-
     def _all_checks(self) -> tuple[str, ...]:
         """The checks a scenario may name (and runs by default): the tier's too with one."""
         return (*CHECKS, *TIER_CHECKS) if self.blocks else CHECKS
@@ -338,7 +128,7 @@ class _Validator:
             return tuple(f"n{i}" for i in range(1, n + 1))
         if not isinstance(v, list):
             self.fail(path, f"must be a node count (1..{MAX_NODES}) or a list of names, "
-                      f"got {_got(v)}")
+                      f"got {got(v)}")
         items = self.items(v, path, MAX_NODES, empty=False)
         names = []
         for i, x in enumerate(items):
@@ -372,7 +162,7 @@ class _Validator:
     def election_timeout(self, v: object, path: Path_) -> tuple[float, float]:
         items = self.items(v, path, 2)
         if len(items) != 2:
-            self.fail(path, f"must be [lo, hi] in seconds, got {_got(v)}")
+            self.fail(path, f"must be [lo, hi] in seconds, got {got(v)}")
         lo = self.number(items[0], (*path, 0), 0.0, 60.0, open_lo=True)
         hi = self.number(items[1], (*path, 1), 0.0, 60.0, open_lo=True)
         if not lo < hi:
@@ -448,7 +238,7 @@ class _Validator:
         if isinstance(v, str) and v in WATCH_STARTS:
             return cast(WatchStart, v)
         self.fail(path, f"must be a revision >= 0 or one of {', '.join(WATCH_STARTS)}, "
-                  f"got {_got(v)}")
+                  f"got {got(v)}")
 
     def compactions(self, v: object, path: Path_) -> Compactions:
         if isinstance(v, list):
@@ -473,193 +263,11 @@ class _Validator:
                 rev = cast(CompactTarget, x)
             else:
                 self.fail((*path, "revision"),
-                          f"must be a revision >= 1, head or random, got {_got(x)}")
+                          f"must be a revision >= 1, head or random, got {got(x)}")
         return CompactAt(at, rev)
 
-    # -- faults --
-
     def faults(self, v: object, path: Path_) -> tuple[Fault, ...]:
-        items = self.items(v, path, MAX_FAULTS)
-        return tuple(self.fault(x, (*path, i)) for i, x in enumerate(items))
-
-    def fault(self, v: object, path: Path_) -> Fault:
-        # `when` is checked apart so that a typo's "known:" list names the actions
-        when_raw = v.get("when") if isinstance(v, dict) else None
-        rest = {k: x for k, x in v.items() if k != "when"} if isinstance(v, dict) else v
-        m = self.mapping(rest, path, ("at", "until", *ACTIONS), required=("at",))
-        at = self.time(m["at"], (*path, "at"))
-        actions = [k for k in m if k in ACTIONS]
-        if len(actions) != 1:
-            what = "none" if not actions else ", ".join(actions)
-            self.fail(path, f"needs exactly one action ({', '.join(ACTIONS)}), got {what}")
-        name = actions[0]
-        action = self.action(name, m[name], (*path, name))
-        until = None
-        if "until" in m:
-            if name not in RANGED:
-                self.fail((*path, "until"), f"{name} cannot have until; only "
-                          f"{', '.join(sorted(RANGED))}")
-            until = self.time(m["until"], (*path, "until"))
-            if until <= at:
-                self.fail((*path, "until"), f"must be after at ({at:g}), got {until:g}")
-        when = None if when_raw is None else self.when(when_raw, (*path, "when"), at, until)
-        if (until is not None and isinstance(action, KillProcess)
-                and action.target.role == "compaction_worker"):
-            self.fail((*path, "until"), "a compaction_worker is one of its pool's workers, "
-                      "restarted at once; kill the blocks_node or the node to keep it down")
-        return Fault(at, action, until, when)
-
-    def when(self, v: object, path: Path_, at: float, until: float | None) -> When:
-        """`when: notice` or `when: {trigger: notice, within: 2}`."""
-        known: tuple[str, ...] = (*TRIGGERS, *TIER_TRIGGERS) if self.blocks else TRIGGERS
-        if self.branches:
-            known = (*known, *BRANCH_TRIGGERS)
-        if isinstance(v, str):
-            self.needs_tier(v, path, TIER_TRIGGERS)
-            self.needs_branches(v, path)
-            return When(cast(Trigger, self.choice(v, path, known)))
-        m = self.mapping(v, path, ("trigger", "within"), required=("trigger",))
-        self.needs_tier(m["trigger"], (*path, "trigger"), TIER_TRIGGERS)
-        self.needs_branches(m["trigger"], (*path, "trigger"))
-        trigger = cast(Trigger, self.choice(m["trigger"], (*path, "trigger"), known))
-        within = self.opt(m, "within", path,
-                          lambda x, p: self.number(x, p, 0.0, MAX_DURATION_S, open_lo=True), None)
-        if within is not None:
-            end = until if until is not None else self.duration
-            if at + within > end:
-                what = "until" if until is not None else "duration"
-                self.fail((*path, "within"), f"the window must end by {what} ({end:g}), "
-                          f"got at + within = {at + within:g}")
-        return When(trigger, within)
-
-    def action(self, name: str, v: object, path: Path_) -> FaultAction:
-        args: dict[str, Any] = {} if v is None else self.mapping(v, path, _ARGS[name])
-        if name in ("kill_process", "restart_process", "pause_process", "resume_process"):
-            make: dict[str, Callable[[ProcessTarget], FaultAction]] = {
-                "kill_process": KillProcess, "restart_process": RestartProcess,
-                "pause_process": PauseProcess, "resume_process": ResumeProcess}
-            return make[name](self.target(args, path))
-        if name == "kill_node":
-            self.mapping(args, path, _ARGS[name], required=("node",))
-            return KillNode(self.node_ref(args["node"], (*path, "node"), NODE_ROLES))
-        if name == "restart_node":
-            return RestartNode(self.opt(args, "node", path,
-                                        lambda x, p: self.node_ref(x, p, ()), None))
-        if name == "partition":
-            return self.partition(args, path)
-        if name == "heal":
-            return Heal()
-        if name in ("delay", "drop"):
-            return self.link_fault(name, args, path)
-        if name == "clock_skew":
-            self.mapping(args, path, _ARGS[name], required=("node", "seconds"))
-            return ClockSkew(
-                self.node_ref(args["node"], (*path, "node"), NODE_ROLES),
-                self.number(args["seconds"], (*path, "seconds"), -MAX_SKEW_S, MAX_SKEW_S),
-            )
-        return self.failpoint(args, path)
-
-    def node_ref(self, v: object, path: Path_, roles: Sequence[str]) -> str:
-        allowed = (*self.nodes, *roles)
-        if not isinstance(v, str) or v not in allowed:
-            self.fail(path, f"must be one of {', '.join(allowed)}, got {_got(v)}"
-                      f"{did_you_mean(v, allowed)}")
-        return v
-
-    def target(self, args: Mapping[str, Any], path: Path_) -> ProcessTarget:
-        if ("role" in args) == ("name" in args):
-            self.fail(path, "needs exactly one of role, name")
-        roles: tuple[str, ...] = (*ROLES, *TIER_ROLES) if self.blocks else ROLES
-        if "role" in args:
-            self.needs_tier(args["role"], (*path, "role"), TIER_ROLES)
-        role = self.opt(args, "role", path, lambda x, p: cast(Role, self.choice(x, p, roles)),
-                        None)
-        name = self.opt(args, "name", path, lambda x, p: self.string(
-            x, p, re.compile(r"\S{1,128}"), "a process name"), None)
-        node = self.opt(args, "node", path, lambda x, p: self.node_ref(x, p, ()), None)
-        if role == "leader" and node is not None:
-            self.fail((*path, "node"), "the leader's node is not chosen; drop node")
-        if role in LEADER_ONLY and node is not None:
-            self.fail((*path, "node"), f"a {role} runs on one node only, found when the "
-                      "fault fires; drop node")
-        return ProcessTarget(role, name, node)
-
-    def partition(self, args: Mapping[str, Any], path: Path_) -> Partition:
-        if ("sides" in args) == ("isolate" in args):
-            self.fail(path, "needs exactly one of sides, isolate")
-        if "isolate" in args:
-            return Partition(isolate=self.node_ref(args["isolate"], (*path, "isolate"),
-                                                   ("leader",)))
-        p = (*path, "sides")
-        items = self.items(args["sides"], p, 2)
-        if len(items) != 2:
-            self.fail(p, "must be two lists of nodes")
-        sides = []
-        for i, side in enumerate(items):
-            names = [self.node_ref(x, (*p, i, j), ())
-                     for j, x in enumerate(self.items(side, (*p, i), MAX_NODES, empty=False))]
-            sides.append(self.distinct(names, (*p, i)))
-        both = set(sides[0]) & set(sides[1])
-        if both:
-            self.fail(p, f"a node cannot be on both sides: {', '.join(sorted(both))}")
-        return Partition(sides=(sides[0], sides[1]))
-
-    def link_fault(self, name: str, args: Mapping[str, Any], path: Path_) -> Delay | Drop:
-        between = None
-        if "between" in args:
-            p = (*path, "between")
-            items = self.items(args["between"], p, 2)
-            if len(items) != 2:
-                self.fail(p, "must be two nodes")
-            a, b = (self.node_ref(x, (*p, i), ()) for i, x in enumerate(items))
-            if a == b:
-                self.fail(p, "must be two different nodes")
-            between = (a, b)
-        prob = self.opt(args, "probability", path,
-                        lambda x, p: self.number(x, p, 0.0, 1.0, open_lo=True), 1.0)
-        if name == "drop":
-            return Drop(between, prob)
-        self.mapping(args, path, _ARGS[name], required=("min", "max"))
-        lo = self.number(args["min"], (*path, "min"), 0.0, 60.0)
-        hi = self.number(args["max"], (*path, "max"), 0.0, 60.0)
-        if hi < lo:
-            self.fail((*path, "max"), f"must be >= min ({lo:g}), got {hi:g}")
-        return Delay(between, lo, hi, prob)
-
-    def failpoint(self, args: Mapping[str, Any], path: Path_) -> ArmFailpoint:
-        self.mapping(args, path, _ARGS["failpoint"], required=("point",))
-        target = self.target({k: v for k, v in args.items() if k in ("role", "name", "node")},
-                             path)
-        point = self.string(args["point"], (*path, "point"), FAILPOINT_RE,
-                            "a failpoint name like wal.before_fsync")
-        action = cast(FailpointAction, self.opt(
-            args, "action", path, lambda x, p: self.choice(x, p, ("crash", "pause", "raise")),
-            "crash"))
-        count: int | None = 1
-        if "count" in args:
-            x = args["count"]
-            if x == "always":
-                count = None
-            elif isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 1_000_000:
-                count = x
-            else:
-                self.fail((*path, "count"), f"must be an integer >= 1 or always, got {_got(x)}")
-        seconds = self.opt(args, "seconds", path, lambda x, p: self.number(x, p, 0.0, 3600.0),
-                           None)
-        if seconds is not None and action != "pause":
-            self.fail((*path, "seconds"), "only a pause failpoint has seconds")
-        return ArmFailpoint(target, point, action, count, seconds)
-
-
-_TARGET = ("role", "name", "node")
-_ARGS: dict[str, tuple[str, ...]] = {
-    "kill_process": _TARGET, "restart_process": _TARGET, "pause_process": _TARGET,
-    "resume_process": _TARGET, "kill_node": ("node",), "restart_node": ("node",),
-    "partition": ("sides", "isolate"), "heal": (), "delay": ("between", "min", "max",
-                                                              "probability"),
-    "drop": ("between", "probability"), "clock_skew": ("node", "seconds"),
-    "failpoint": (*_TARGET, "point", "action", "count", "seconds"),
-}
+        return read_faults(self, v, path)
 
 
 __all__ = ["did_you_mean", "parse_data", "parse_text", "show_path"]

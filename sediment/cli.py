@@ -15,8 +15,10 @@ driver's environment) log the same way.
 
 Errors are one line on stderr, never a traceback: bad input (or a path that cannot be
 read or written) exits 2, an unexpected error exits 4 (``--log-level debug`` shows its
-traceback), Ctrl-C exits 130. Exit codes of ``run``: 0 every run passed, 1 a violation
-(or a run that failed), 3 undecided (a check answered unknown, nothing violated).
+traceback), Ctrl-C exits 130, and a closed stdout (``sediment ... --json | head``) ends
+the command quietly with 141, the status of a command killed by SIGPIPE. Exit codes of
+``run``: 0 every run passed, 1 a violation (or a run that failed), 3 undecided (a check
+answered unknown, nothing violated).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import select
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -39,6 +42,7 @@ STACK = ("ray", "raydp", "pyspark", "pandas", "pyarrow", "numpy", "sqlite-utils"
 BACKENDS = ("sim", "ray")
 CONSOLE_LEVEL = "warning"  # the console's default level
 EXIT_OK, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 4, 130
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for `yes | head`'s yes
 
 
 def _log_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -206,7 +210,13 @@ def _pin_hash_seed(argv: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command; returns its exit code. Argument errors exit through argparse (2)."""
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # a closed stdout shows here, not at the interpreter's exit
+        return code
+    except BrokenPipeError as exc:
+        if not _stdout_closed():
+            return _unexpected(exc)  # another pipe or socket broke
+        return EXIT_STDOUT_CLOSED
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
@@ -220,6 +230,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as exc:
         return _unexpected(exc)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout's reader went away (`sediment ... | head`), asked of the pipe itself
+    (poll reports an error on a pipe without readers) so that a broken socket or
+    subprocess pipe is still an unexpected error. If so, stdout is pointed at /dev/null,
+    so that Python's own flush at exit does not print a second error."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        closed = any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # not a real file, or no poll here
+        return False
+    if closed:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return closed
 
 
 def _unexpected(exc: Exception) -> int:

@@ -37,7 +37,8 @@ from sediment.actors.kv.types import (  # noqa: E402
     Range,
     Txn,
 )
-from sediment.scenarios.history import History, HistoryRecorder  # noqa: E402
+from sediment.scenarios.history import History  # noqa: E402
+from sediment.scenarios.history_recorder import HistoryRecorder  # noqa: E402
 
 KIND = {Put: "put", DeleteRange: "delete", Range: "range", Txn: "txn", Compact: "compact"}
 WATCH_KEYS = [(b"a", b"b"), (b"\0", b"\0"), (b"b", None)]

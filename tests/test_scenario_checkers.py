@@ -44,11 +44,11 @@ from sediment.scenarios.history import (
     History,
     HistoryError,
     HistoryFull,
-    HistoryRecorder,
     Op,
     WatchLog,
     WatchResponse,
 )
+from sediment.scenarios.history_recorder import HistoryRecorder
 
 K, J = b"k", b"j"
 

@@ -44,8 +44,8 @@ class EtcdError(KvError):
 def error_of(err: grpc.RpcError) -> KvError:
     """The typed error for an etcd gRPC error (matched by exact description, as etcd's
     Go client does)."""
-    code = err.code().name if err.code() is not None else "UNKNOWN"  # type: ignore[attr-defined]
-    message = err.details() or ""  # type: ignore[attr-defined]
+    code = err.code().name if err.code() is not None else "UNKNOWN"
+    message = err.details() or ""
     name = rpctypes.name_of(message)
     cls = _TYPED.get(name or "")
     if cls is None:

@@ -350,8 +350,8 @@ async def _down(node: _Node, pid: Pid, reason: Any) -> None:
         for key in [k for k, session in node.opened.items() if session == pid]:
             del node.opened[key]
         owner = str(pid)
-        for key in [k for k in node.state.watches if k[0] == owner]:
-            node.state = adm.cancel_watch(node.state, key)
+        for watch in [k for k in node.state.watches if k[0] == owner]:
+            node.state = adm.cancel_watch(node.state, watch)
         if not node.watchers and not node.opening:
             await _watching(node, False)
 

@@ -65,7 +65,7 @@ class SimKernel:
         self.seed = seed
         self.default_host = default_host or ""
         self.nodes = nodes
-        self.loop = SimLoop()
+        self.loop = SimLoop()  # type: ignore[abstract]  # I/O methods it never offers
         self.rng = random.Random(f"sediment-sim-{seed}")
         self.net = Network(random.Random(f"sediment-net-{seed}"))
         self.procs: dict[str, Process] = {}  # by pid id: str hashes are cached

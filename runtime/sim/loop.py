@@ -13,8 +13,11 @@ import asyncio
 import contextvars
 import heapq
 from collections import deque
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, TypeVar, TypeVarTuple
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 
 class SimUnsupported(RuntimeError):
@@ -40,17 +43,19 @@ class SimLoop(asyncio.AbstractEventLoop):
     def time(self) -> float:
         return self._now
 
-    def call_soon(self, callback: Callable[..., Any], *args: Any,
+    def call_soon(self, callback: Callable[[*_Ts], object], *args: *_Ts,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
         handle = asyncio.Handle(callback, args, self, context)
         self._ready.append(handle)
         return handle
 
-    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
+    def call_later(self, delay: float, callback: Callable[[*_Ts], object],
+                   *args: *_Ts,
                    context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         return self.call_at(self._now + max(0.0, delay), callback, *args, context=context)
 
-    def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
+    def call_at(self, when: float, callback: Callable[[*_Ts], object],
+                *args: *_Ts,
                 context: contextvars.Context | None = None) -> asyncio.TimerHandle:
         handle = asyncio.TimerHandle(max(when, self._now), callback, args, self, context)
         self._seq += 1
@@ -63,8 +68,9 @@ class SimLoop(asyncio.AbstractEventLoop):
     def create_future(self) -> asyncio.Future[Any]:
         return asyncio.Future(loop=self)
 
-    def create_task(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None,
-                    context: contextvars.Context | None = None) -> asyncio.Task[Any]:
+    def create_task(self, coro: Generator[Any, None, _T] | Coroutine[Any, Any, _T], *,
+                    name: str | None = None,
+                    context: contextvars.Context | None = None) -> asyncio.Task[_T]:
         return asyncio.Task(coro, loop=self, name=name, context=context)
 
     def get_debug(self) -> bool:
@@ -108,6 +114,7 @@ class SimLoop(asyncio.AbstractEventLoop):
         asyncio.events._set_running_loop(self)
         self._running = True
         ready, timers = self._ready, self._timers
+        handle: asyncio.Handle
         try:
             steps = 0
             while not done():
@@ -128,7 +135,8 @@ class SimLoop(asyncio.AbstractEventLoop):
                     continue
                 handle = ready.popleft()
                 if not handle._cancelled:
-                    if self.frozen and getattr(handle._callback, "__self__", None) in self.frozen:
+                    if self.frozen and getattr(handle._callback,  # type: ignore[attr-defined]
+                                                      "__self__", None) in self.frozen:
                         continue
                     handle._run()
                 steps += 1
@@ -147,9 +155,11 @@ class SimLoop(asyncio.AbstractEventLoop):
     def _unsupported(self, *args: Any, **kwargs: Any) -> Any:
         raise SimUnsupported("the simulation loop has no I/O, threads or signals")
 
+    # (assigned, not overridden one by one: mypy cannot match one catch-all to each
+    # signature of AbstractEventLoop, hence the ignores)
     run_forever = run_until_complete = stop = shutdown_asyncgens = _unsupported
-    call_soon_threadsafe = run_in_executor = set_default_executor = _unsupported
-    add_reader = remove_reader = add_writer = remove_writer = _unsupported
-    add_signal_handler = remove_signal_handler = _unsupported
+    call_soon_threadsafe = run_in_executor = set_default_executor = _unsupported  # type: ignore[assignment]
+    add_reader = remove_reader = add_writer = remove_writer = _unsupported  # type: ignore[assignment]
+    add_signal_handler = remove_signal_handler = _unsupported  # type: ignore[assignment]
     create_connection = create_server = getaddrinfo = getnameinfo = _unsupported
     subprocess_exec = subprocess_shell = sock_connect = sock_recv = sock_sendall = _unsupported

@@ -7,7 +7,7 @@ followed by recovery on the directory.
 
 Modules: `records` (entry encoding, torn vs corrupt), `wal` (one per node, group
 commit), `segment` (per-group files with CRCs and an index: `segment_format`,
-`segment_reader`, `segment_writer`, `segment_copy`), `segrefs` (the server's list of
+`segment_reader`, `segment_file_writer`, `segment_copy`), `segrefs` (the server's list of
 segment ranges), `flush` (WAL -> segments), `snapshot` (snapshots with live indexes,
 `SnapshotState`), `compaction` (minor, major; `compaction_plan`, `compaction_recovery`,
 `compaction_files`, `compaction_result`), `failpoints` (names).

@@ -6,7 +6,7 @@ entry is never removed from a segment, compaction writes a new one.
 
 The parts, one module each: the file layout and its index (`segment_format.py`),
 reading one file (`segment_reader.py`), appending to and sealing one
-(`segment_writer.py`), copying live records into a new one (`segment_copy.py`). This
+(`segment_file_writer.py`), copying live records into a new one (`segment_copy.py`). This
 module is the group's directory of segments (listing them, rebuilding their refs at
 start) and the one import for all of it.
 """
@@ -20,6 +20,7 @@ from sediment.log import get_logger
 from .errors import CorruptSegment
 from .fsutil import is_regular, list_dir
 from .segment_copy import copy_live, copy_selections
+from .segment_file_writer import SegmentConfig, SegmentFull, SegmentSealed, SegmentWriter
 from .segment_format import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MAX_SIZE,
@@ -27,7 +28,6 @@ from .segment_format import (
     read_header,
 )
 from .segment_reader import SegmentReader, Selection
-from .segment_writer import SegmentConfig, SegmentFull, SegmentSealed, SegmentWriter
 from .segrefs import SEGMENT_SUFFIX, SegRef, SegRefs, segment_number
 
 __all__ = [

@@ -15,9 +15,9 @@ from itertools import accumulate
 
 from .errors import CorruptSegment
 from .records import HEADER_SIZE
+from .segment_file_writer import SegmentFull, SegmentSealed, SegmentWriter
 from .segment_format import _BUFFER_LIMIT, _REC_CHECK, _extend, _gather
 from .segment_reader import SegmentReader, Selection
-from .segment_writer import SegmentFull, SegmentSealed, SegmentWriter
 
 
 def _verify_records(

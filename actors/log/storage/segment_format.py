@@ -13,7 +13,7 @@ File ``NNNNNNNN.segment``::
 A sealed file is opened through its trailer and index; an unsealed one (the active
 segment, or one whose seal was interrupted) by scanning the records (`_scan`), which
 stops at a torn tail or at a partial index block. The reader (`segment_reader.py`) and
-the writer (`segment_writer.py`) share what is here.
+the writer (`segment_file_writer.py`) share what is here.
 """
 
 from __future__ import annotations

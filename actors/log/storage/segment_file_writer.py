@@ -2,7 +2,7 @@
 
 Defaults: 4096 entries, 64,000,000 bytes (Ra's ``segment_max_entries`` and
 ``segment_max_size_bytes``); a full segment raises `SegmentFull` and is sealed by its
-owner, who starts the next. (The process that drives it is
+owner, who starts the next. (Named apart from the process that drives it,
 `actors/log/shell/segment_writer.py`.)
 """
 
