@@ -2,21 +2,31 @@
 lakeFS's vocabulary (lakectl's `repo create`, `branch create`, `fs upload/stat/ls/rm`,
 `commit`, `diff`, `branch reset`, `log`, plus the staging `compact` lakeFS lacks).
 
-Each command starts the KV cluster over `--data-dir` on `--backend` (sim by default,
-as `sediment run`; ray starts an embedded local Ray, or joins `RAY_ADDRESS`), runs
-one request of the branch tier (`actors/branches/api.py`) and stops the cluster. The
-KV's files are `<data dir>/kv` (the same files `sediment start --data-dir` serves) and
-the ranges `<data dir>/blocks`; the node names are kept in `<data dir>/branches.json`,
-so every later command starts the same members. A data dir that a running
-`sediment start` holds is refused (two clusters must never share files).
+Two ways to reach the KV:
+- A running cluster: when a `sediment start` holds `--data-dir` (its state file names
+  its etcd endpoints), or with `--endpoints`, each command talks to that cluster over
+  etcd's v3 gRPC API (`ports.EtcdKv`): Range and Txn, the tier's SetIf and staged writes
+  as etcd Txns. Range files go to the cluster's block store (the state file's `blocks`,
+  else `<data dir>/blocks`: the same filesystem). Deletes are reported to the cluster's
+  delete sensor over the same endpoints (`shell/sensor_wire.py`), so enough of them
+  trigger a staging compaction there.
+- No running cluster: each command starts the KV cluster over `--data-dir` on
+  `--backend` (sim by default, as `sediment run`; ray starts an embedded local Ray, or
+  joins `RAY_ADDRESS`), runs one request of the branch tier (`actors/branches/api.py`)
+  and stops the cluster. The KV's files are `<data dir>/kv` (the same files `sediment
+  start --data-dir` serves) and the ranges `<data dir>/blocks`; the node names are kept
+  in `<data dir>/branches.json`, so every later command starts the same members. No
+  sensor outlives such a command, so its deletes are counted by none; `compact`
+  compacts now.
 
 Time is the wall clock (commit dates and compaction claims must compare across
-commands; the simulator's clock starts at zero in every one). Deletes are not counted
-by a delete sensor here (no sensor outlives the command); `compact` compacts now.
+commands and with the compactor of a running cluster, which `sediment start` puts on
+the wall clock too).
 
 Output: one line per item, tab-separated, or `--json`. Exit codes: 0 done, 1 the tier
 refused (not found, exists, no changes, a conflict), 2 bad input (a name, a path, an
-entry, an option), 4 unexpected.
+entry, an option), 3 the cluster did not answer or the KV refused a request, 4
+unexpected.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from typing import Any
 from sediment.cli_args import HelpFormatter, int_at_least
 
 NODES_FILE = "branches.json"
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 BACKENDS = ("sim", "ray")
 
 
@@ -51,7 +61,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     """The `branches` group and its commands; `common` adds the log options."""
     text = "versioned repositories, branches and commits (lakeFS's vocabulary)"
     group = sub.add_parser("branches", help=text, description=text[0].upper() + text[1:]
-                           + ". Each command starts the cluster over --data-dir, runs, "
+                           + ". Each command talks to the cluster a running `sediment start` "
+                           "keeps over --data-dir (or at --endpoints) through its etcd API; "
+                           "with none running, it starts the cluster over --data-dir, runs, "
                            "and stops it.", formatter_class=HelpFormatter)
     common(group)
     _shared(group, suppress=False)
@@ -153,9 +165,12 @@ def _shared(p: argparse.ArgumentParser, suppress: bool) -> None:
 
     p.add_argument("--data-dir", default=d("sediment-data"), metavar="DIR",
                    help="the cluster's files, kv/ and blocks/ (default: sediment-data)")
+    p.add_argument("--endpoints", default=d(None), metavar="URLS",
+                   help="a running cluster's etcd endpoints, comma-separated (default: "
+                        "those of the `sediment start` holding --data-dir, if any)")
     p.add_argument("--backend", choices=BACKENDS, default=d("sim"),
-                   help="sim: the simulator in this process; ray: an embedded local Ray "
-                        "or RAY_ADDRESS (default: sim)")
+                   help="with no running cluster: sim, the simulator in this process; "
+                        "ray, an embedded local Ray or RAY_ADDRESS (default: sim)")
     p.add_argument("--nodes", type=int_at_least(1), default=d(3),
                    help="KV nodes when the data dir is new, later the recorded ones "
                         "(default: 3)")
@@ -225,6 +240,57 @@ def open_lake(data_dir: Path, backend: str, nodes: int) -> Iterator[Any]:
         cluster.stop()
 
 
+def _state(data_dir: Path) -> dict[str, Any]:
+    from sediment.local_cluster import STATE_FILE
+
+    try:
+        state = json.loads((data_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+@contextmanager
+def open_remote_lake(endpoints: list[str], blocks: Path) -> Iterator[tuple[Any, Any]]:
+    """The branch tier over a running cluster's etcd endpoints, and the reporter that
+    sends its deletes to that cluster's sensor (flush it after the command)."""
+    from sediment.actors.branches.api import Branches
+    from sediment.actors.branches.metarange import MetaRangeStore
+    from sediment.actors.branches.ports import EtcdKv, SyncEnv
+    from sediment.actors.branches.shell.sensor_wire import DeleteReporter
+    from sediment.actors.etcd.client import connect
+
+    reporter = DeleteReporter(endpoints)
+    with connect(endpoints) as client:
+        yield (Branches.over(EtcdKv(client), SyncEnv(), MetaRangeStore(str(blocks)),
+                             on_delete=reporter), reporter)
+
+
+def _remote(args: argparse.Namespace, data_dir: Path) -> tuple[list[str], Path] | str | None:
+    """(endpoints, block store) of the running cluster to talk to; None: none runs (start
+    one here); a string: why the command cannot go on."""
+    state = _state(data_dir)
+    blocks = Path(state.get("blocks") or data_dir / "blocks")
+    if args.endpoints is not None:
+        urls = [e.strip() for e in args.endpoints.split(",") if e.strip()]
+        if not urls:
+            return "--endpoints names no endpoint"
+        if any(u.startswith("https://") for u in urls):
+            return "--endpoints over TLS is not supported by `sediment branches` yet"
+        return urls, blocks
+    holder = _held_by_start(data_dir)
+    if holder is None:
+        return None
+    endpoints = state.get("endpoints") or {}
+    if not isinstance(endpoints, dict) or not endpoints:
+        return (f"{data_dir} is held by a running `sediment start` (pid {holder}) that "
+                "serves no etcd API (on sim); stop it, or start it with --backend ray")
+    urls = [str(u) for u in endpoints.values()]
+    if any(u.startswith("https://") for u in urls):
+        return "the cluster serves its etcd API over TLS: not supported here yet"
+    return urls, blocks
+
+
 def cmd_branches(args: argparse.Namespace) -> int:
     from sediment.actors.branches import errors
 
@@ -234,21 +300,37 @@ def cmd_branches(args: argparse.Namespace) -> int:
         print("sediment: branches: name a command (`sediment branches --help`)",
               file=sys.stderr)
         return EXIT_USAGE
+    from sediment.actors.kv.errors import KvError
+
     data_dir = Path(args.data_dir).resolve()
-    holder = _held_by_start(data_dir)
-    if holder is not None:
-        print(f"sediment: {data_dir} is held by a running `sediment start` (pid {holder}); "
-              "stop it first", file=sys.stderr)
+    remote = _remote(args, data_dir)
+    if isinstance(remote, str):
+        print(f"sediment: {remote}", file=sys.stderr)
         return EXIT_USAGE
+    lost = None
     try:
-        with open_lake(data_dir, args.backend, args.nodes) as lake:
-            out = _dispatch(lake, args)
+        if remote is None:
+            with open_lake(data_dir, args.backend, args.nodes) as lake:
+                out = _dispatch(lake, args)
+        else:
+            with open_remote_lake(*remote) as (lake, reporter):
+                try:
+                    out = _dispatch(lake, args)
+                finally:
+                    lost = reporter.flush()
     except errors.InvalidInput as exc:
         print(f"sediment: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except errors.BranchesError as exc:
         print(f"sediment: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    except KvError as exc:
+        print(f"sediment: the cluster: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    finally:
+        if lost is not None:
+            print(f"sediment: warning: the deletes are staged but no delete sensor counted "
+                  f"them ({lost})", file=sys.stderr)
     _print(out, args.json)
     return EXIT_OK
 
@@ -359,4 +441,4 @@ def _print(out: tuple[Any, Rows], as_json: bool) -> None:
         print("\t".join(row))
 
 
-__all__ = ["add_parser", "cmd_branches", "open_lake"]
+__all__ = ["add_parser", "cmd_branches", "open_lake", "open_remote_lake"]

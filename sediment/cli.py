@@ -131,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--client-ca", default=None, metavar="PEM",
                        help="require client certificates signed by this CA, with TLS "
                             "(default: none required)")
+    start.add_argument("--branch-delete-threshold", type=int_at_least(1), default=1000,
+                       metavar="N",
+                       help="the branch tier's delete sensor triggers a staging compaction "
+                            "after N deletes on one staging token (default 1000)")
+    start.add_argument("--branch-compaction-interval", type=positive_seconds,
+                       default=300.0, metavar="SECONDS",
+                       help="a branch's sensor-triggered compactions start at least this far "
+                            "apart (default 300)")
 
     status = _sub(sub, "status", "show the cluster `sediment start` runs")
     status.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",

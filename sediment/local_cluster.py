@@ -28,6 +28,7 @@ from sediment import log
 
 STATE_FILE = "sediment-cluster.json"
 LOG_FILE = "sediment.log"
+BLOCKS_DIR = "blocks"  # the branch tier's ranges and metaranges
 DEFAULT_DATA_DIR = "sediment-data"
 STATUS_EVERY = 1.0  # seconds between two rewrites of the state file
 SCRAPE_EVERY = 5.0  # seconds between two reads of Ray's metrics agents
@@ -85,12 +86,13 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
         "format": 1, "backend": args.backend, "nodes": list(nodes), "pid": os.getpid(),
         "data_dir": str(data_dir), "started_at": _now_iso(), "running": True,
         "ray_address": _ray_address() if args.backend == "ray" else None,
-        "log": str(data_dir / LOG_FILE),
+        "log": str(data_dir / LOG_FILE), "blocks": str(data_dir / BLOCKS_DIR),
     }
     try:
         cluster = Cluster.start(nodes, data_dir=str(data_dir / "kv"), runtime=rt,
                                 top_node=CLIENT_NODE,
-                                compaction_interval=args.compaction_interval, etcd=wire)
+                                compaction_interval=args.compaction_interval, etcd=wire,
+                                branches=_branch_services(args, nodes, data_dir))
         state["leader"] = cluster.leader()
         state["endpoints"] = cluster.endpoints()
         state.update(updated_at=_now_iso(), members=_members(rt, nodes))
@@ -126,6 +128,22 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
         rt.shutdown()
     print("stopped")
     return EXIT_OK
+
+
+def _branch_services(args: argparse.Namespace, nodes: tuple[str, ...], data_dir: Path
+                     ) -> Any:
+    """The branch tier's sensor, compactor and collector beside the KV leader
+    (docs/branches.md), over the block store `<data dir>/blocks`. Claims are on the wall
+    clock: the command line (`sediment branches`, over the etcd API) writes them too."""
+    from sediment.actors.branches.sensor import SensorConfig
+    from sediment.actors.branches.shell.compactor import CompactorConfig
+    from sediment.actors.branches.shell.service import ServicesConfig
+    from sediment.actors.branches.tier import TierConfig
+
+    tier = TierConfig(compaction_interval=args.branch_compaction_interval)
+    return ServicesConfig(SensorConfig(threshold=args.branch_delete_threshold),
+                          CompactorConfig(nodes, str(data_dir / BLOCKS_DIR), tier,
+                                          wall_clock=True))
 
 
 class _MetricsView:
@@ -251,4 +269,4 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if running else EXIT_DOWN
 
 
-__all__ = ["DEFAULT_DATA_DIR", "LOG_FILE", "STATE_FILE", "cmd_start", "cmd_status"]
+__all__ = ["BLOCKS_DIR", "DEFAULT_DATA_DIR", "LOG_FILE", "STATE_FILE", "cmd_start", "cmd_status"]

@@ -138,3 +138,22 @@ def test_the_log_replay_answers_reads_at_a_past_revision() -> None:
                4: Txn((), (Range(b"p", revision=2),), ())}
     answer = _replayed(entries)[4]
     assert [kv.value for kv in answer.responses[0].kvs] == [b"old"]
+
+
+def test_the_tiers_lane_is_checked_in_log_order_not_in_the_order_the_log_was_read() -> None:
+    """Found on Ray (every branch file, seed 0): the tier's requests come from the
+    committed log and complete when the log's reader saw them; an entry seen 2 ms before
+    an older one made `revisions_monotonic` report "saw revision 8, then header 6". A
+    real client's operations keep their own order."""
+    from sediment.actors.kv.types import Put, Txn, TxnResult
+    from sediment.scenarios.checkers import revisions
+    from sediment.scenarios.history import TIER_CLIENT, History, Op
+
+    def txn(client: int, seen: float, revision: int, index: int) -> Op:
+        return Op(client, "txn", Txn((), (Put(b"/sediment/branches/x", b""),), ()), 0.0, seen,
+                  "ok", TxnResult(True, [], revision), index)
+
+    assert revisions.check(History((txn(TIER_CLIENT, 0.583, 8, 20),
+                                    txn(TIER_CLIENT, 0.585, 6, 18)))).ok
+    assert revisions.check(History((txn(3, 0.583, 8, 20),
+                                    txn(3, 0.585, 6, 18)))).status == "violation"

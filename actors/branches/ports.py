@@ -3,7 +3,9 @@
 The flows (`refs`, `staging`, `reads`, `commits`, `compactor`) are coroutines over two
 ports, so one code path serves both callers:
 - `KvPort`: etcd's Range and Txn on the replicated KV. `ClientKv` adapts the KV
-  cluster's `Client` (public methods only) for the Python API; the processes use the
+  cluster's `Client` (public methods only) for the Python API; `EtcdKv` adapts the
+  etcd v3 client (`sediment.connect`) for writers outside the runtime (the command line
+  against a running `sediment start`); the processes use the
   in-runtime adapter in `shell/kv_process.py`; `StoreKv` adapts a bare `Store` (one
   SQLite file, no raft) for fast tests of the flows.
 - `Env`: the clock, sleeping, fresh staging tokens, jitter for back-offs, and running
@@ -57,6 +59,25 @@ class ClientKv:
 
     async def range(self, request: Range) -> RangeResult:
         return self.client.range(  # type: ignore[no-any-return]
+            request.key, request.range_end, revision=request.revision, limit=request.limit,
+            count_only=request.count_only, keys_only=request.keys_only)
+
+    async def txn(self, request: Txn) -> TxnResult:
+        return self.client.txn(request.compare, request.success,  # type: ignore[no-any-return]
+                               request.failure)
+
+
+class EtcdKv:
+    """A `KvPort` over etcd's v3 gRPC API (`actors/etcd/client.py`: Sediment's etcd
+    endpoints, or any etcd). Reads are linearizable (etcd's default); a txn's Ranges
+    pinned at a revision travel as etcd RequestOps. Errors are the KV's typed ones
+    (ErrCompacted makes a pinned read start over, as over the native client)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def range(self, request: Range) -> RangeResult:
+        return self.client.get(  # type: ignore[no-any-return]
             request.key, request.range_end, revision=request.revision, limit=request.limit,
             count_only=request.count_only, keys_only=request.keys_only)
 
@@ -125,4 +146,4 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("a branch flow awaited something that needs an event loop")
 
 
-__all__ = ["ClientKv", "Env", "KvPort", "StoreKv", "SyncEnv", "run_sync"]
+__all__ = ["ClientKv", "Env", "EtcdKv", "KvPort", "StoreKv", "SyncEnv", "run_sync"]

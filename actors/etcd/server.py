@@ -6,7 +6,9 @@ host (`RAFT_HOST`) so that on the leader's node a request reaches the raft membe
 in-memory step: the gRPC handlers are tasks of this process and call the member with
 `ctx.call` like any process code. The process follows the local member's leadership
 notices (the router's leader and the headers' raft term) and answers ("endpoint",)
-with the URL it serves, which MemberList and `Cluster.endpoints()` read.
+with the URL it serves, which MemberList and `Cluster.endpoints()` read. Beside etcd's
+services it serves one of the branch tier's: deletes staged by writers outside the
+runtime, reported to the delete sensor (`actors/branches/shell/sensor_wire.py`).
 
 Ray only: the simulator's loop has no sockets (`Cluster.start(..., etcd=...)` refuses
 it there). When the process ends (killed, or its supervisor stops it) the gRPC server is
@@ -23,6 +25,8 @@ from typing import Any
 import grpc
 
 from sediment import log
+from sediment.actors.branches.shell import sensor_wire
+from sediment.actors.branches.shell.names import SENSOR_NAME
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.auth import Auth, AuthService
 from sediment.actors.etcd.leases import Leases, LeaseService, at_leader
@@ -320,6 +324,20 @@ def _unimplemented(name: str) -> Any:
     return method
 
 
+def _to_sensor(ctx: Process) -> sensor_wire.Forward:
+    """Deletes reported by writers outside the runtime, sent on to the branch tier's
+    delete sensor wherever it runs (`actors/branches/shell/sensor_wire.py`)."""
+
+    async def forward(deletes: list[Any]) -> bool:
+        sensor = await ctx.whereis(SENSOR_NAME)
+        if sensor is None:
+            return False
+        for d in deletes:
+            ctx.send(sensor, d)
+        return True
+    return forward
+
+
 async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     """Process entry: bind the port, serve until the process ends."""
     me = ctx.self().node
@@ -341,6 +359,7 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
                            ("Lease", LeaseService(server)), ("Auth", AuthService(server)),
                            ("Cluster", ClusterService(server))):
         grpc_server.add_generic_rpc_handlers((_handlers(name, servicer),))
+    grpc_server.add_generic_rpc_handlers((sensor_wire.handler(_to_sensor(ctx)),))
     address = f"{config.host}:{config.port_of(me)}"
     if config.tls is None:
         port = grpc_server.add_insecure_port(address)

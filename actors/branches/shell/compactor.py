@@ -64,6 +64,7 @@ class CompactorConfig:
     recorder: Pid | None = None  # a `recorder.collector` for history checks
     seed: int | None = None  # deterministic staging tokens on sim
     spark: SparkPolicy = field(default_factory=SparkPolicy)  # large merges on Spark
+    wall_clock: bool = False  # claims on the wall clock (`shell/process_env.py`)
 
     def __post_init__(self) -> None:
         if not self.kv_nodes or not all(isinstance(n, str) and n for n in self.kv_nodes):
@@ -83,7 +84,7 @@ class _Tick:
 async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
     recorder: Recorder = (NoRecorder() if config.recorder is None
                           else ProcessRecorder(ctx, config.recorder))
-    env = ProcessEnv(ctx, config.seed)
+    env = ProcessEnv(ctx, config.seed, config.wall_clock)
     tier = Tier(ProcessKv(ctx, config.kv_nodes), env, MetaRangeStore(config.root, config.rule),
                 config.tier, recorder, merger=BridgeMerger(ctx, env, config.spark))
     counts: dict[str, int] = {}

@@ -70,7 +70,8 @@ class _Pass:
 
 
 async def gc_process(ctx: Process, compactor: CompactorConfig, config: GcConfig) -> None:
-    tier = Tier(ProcessKv(ctx, compactor.kv_nodes), ProcessEnv(ctx, compactor.seed),
+    env = ProcessEnv(ctx, compactor.seed, compactor.wall_clock)
+    tier = Tier(ProcessKv(ctx, compactor.kv_nodes), env,
                 MetaRangeStore(compactor.root, compactor.rule), compactor.tier)
     totals = _Totals()
     turn = 0

@@ -2,6 +2,13 @@
 clock (virtual on sim) and sleep, blocking file work off the event loop where the
 runtime has threads (`blocks/shell/offload.py`), and fresh staging tokens.
 
+The clock: the runtime's by default (virtual on sim, monotonic on Ray). With
+`wall_clock` it is the wall clock (plus a clock-skew fault's offset): what a cluster
+that processes outside the runtime also write to needs (`sediment start`, whose branch
+tier the command line reaches over the etcd API), since compaction claims and commit
+dates are stored in the KV and compared by every writer, and a monotonic clock means
+nothing outside its own machine's boot.
+
 Tokens must never repeat (a token reused after it was dropped could show stale
 garbage). On Ray they are uuid4s; with a seed (sim runs that replay byte for byte)
 they come from a generator seeded by the seed and the process's own pid, which no
@@ -11,6 +18,7 @@ other process (no restart of this one either) has.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,11 +30,14 @@ T = TypeVar("T")
 
 
 class ProcessEnv:
-    def __init__(self, ctx: Process, seed: int | None = None) -> None:
+    def __init__(self, ctx: Process, seed: int | None = None, wall_clock: bool = False) -> None:
         self.ctx = ctx
         self._rng = None if seed is None else random.Random(f"{seed}/{ctx.self()}")
+        self.wall_clock = wall_clock
 
     def now(self) -> float:
+        if self.wall_clock:
+            return time.time() + self.ctx.kernel.clock_offset(self.ctx.self().node)
         return self.ctx.now()
 
     async def sleep(self, seconds: float) -> None:

@@ -1,0 +1,195 @@
+"""`sediment branches ...` against a cluster `sediment start` keeps running: the commands
+reach the KV over the cluster's etcd endpoints and report deletes to its delete sensor
+(`actors/branches/shell/sensor_wire.py`), so the cluster's compactor compacts a branch
+after enough deletes while every read stays the same. The report's wire format is
+checked here without Ray; the end-to-end test runs `sediment start --backend ray` in a
+subprocess (its own local Ray) and every command as a separate `sediment` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sediment import cli
+from sediment.actors.branches.sensor import CountDelete
+from sediment.actors.branches.shell import sensor_wire as sw
+from sediment.local_cluster import STATE_FILE
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+THRESHOLD = 5
+START_WAIT = 240.0  # seconds `sediment start` may take to come up on a loaded machine
+COMPACTION_WAIT = 120.0  # bound on waiting for the sensor's compaction (not a timing claim)
+
+
+# ---- the report's wire format (no Ray) -----------------------------------------------------
+
+
+def test_a_report_round_trips_and_bad_ones_are_refused_whole() -> None:
+    deletes = [CountDelete("demo", "dev", TOKEN, 0), CountDelete("demo", "main", TOKEN, 2)]
+    assert sw.decode(sw.encode(deletes)) == deletes
+    for body, message in [
+        (b"\xff", "a report is JSON"),
+        (b"[]", '"deletes"'),
+        (b'{"deletes": [["demo", "dev", "' + TOKEN.encode() + b'"]]}', "[repo, branch"),
+        (b'{"deletes": [["Bad Repo", "dev", "' + TOKEN.encode() + b'", 0]]}', "Bad Repo"),
+        (b'{"deletes": [["demo", "dev", "nothex", 0]]}', "staging token"),
+        (b'{"deletes": [["demo", "dev", "' + TOKEN.encode() + b'", -1]]}', "sealed"),
+        (b'{"deletes": [["demo", "dev", "' + TOKEN.encode() + b'", true]]}', "sealed"),
+        (json.dumps({"deletes": [["demo", "b", TOKEN, 0]] * (sw.MAX_DELETES + 1)}).encode(),
+         "at most"),
+    ]:
+        with pytest.raises(sw.BadReport, match=message.replace("[", r"\[")):
+            sw.decode(body)
+
+
+def test_a_reporter_that_reaches_no_endpoint_says_so(tmp_path: Path) -> None:
+    reporter = sw.DeleteReporter(["127.0.0.1:1"], timeout=5)
+    assert reporter.flush() is None  # nothing to report
+    reporter("demo", "dev", TOKEN, 0)
+    why = reporter.flush()
+    assert why is not None and "UNAVAILABLE" in why and reporter.pending
+
+
+def test_a_held_data_dir_whose_cluster_does_not_answer_is_unavailable(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "held"
+    d.mkdir()
+    (d / STATE_FILE).write_text(json.dumps({
+        "format": 1, "running": True, "pid": os.getpid(),
+        "endpoints": {"n1": "http://127.0.0.1:1"}, "blocks": str(d / "blocks")}))
+    code = cli.main(["--log-level", "warning", "branches", "--data-dir", str(d), "repo", "ls"])
+    err = capsys.readouterr().err
+    assert code == 3 and "the cluster:" in err
+    assert not (d / "kv").exists() and not (d / "blocks").exists()  # nothing started here
+
+
+# ---- against `sediment start` on Ray -------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONHASHSEED="0")
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Path]:
+    """A `sediment start --backend ray` over a fresh data dir, stopped (Ctrl-C) after."""
+    d = tmp_path / "cluster"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sediment", "start", "--backend", "ray", "--data-dir", str(d),
+         "--etcd-port", "0", "--branch-delete-threshold", str(THRESHOLD),
+         "--branch-compaction-interval", "1"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + START_WAIT
+        while True:
+            assert proc.poll() is None, f"sediment start ended: {proc.communicate()[0]}"
+            try:
+                state = json.loads((d / STATE_FILE).read_text())
+            except (OSError, ValueError):
+                state = {}
+            if state.get("endpoints"):
+                break
+            assert time.monotonic() < deadline, "sediment start did not come up"
+            time.sleep(1)
+        yield d
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def sed(d: Path, *args: str) -> tuple[int, str, str]:
+    r = subprocess.run([sys.executable, "-m", "sediment", "--log-level", "warning",
+                        "branches", "--data-dir", str(d), *args],
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+def ok(d: Path, *args: str) -> str:
+    code, out, err = sed(d, *args)
+    assert code == 0, f"sediment branches {' '.join(args)}: exit {code}: {err}"
+    return out
+
+
+def reads(d: Path) -> tuple[object, ...]:
+    """Everything a reader of branch dev sees: a listing in pages, gets, the diff."""
+    pages, after = [], ""
+    while True:
+        page = json.loads(ok(d, "ls", "demo", "dev", "--prefix", "a/", "--after", after,
+                             "--amount", "4", "--json"))
+        pages.append(page)
+        if not page["has_more"]:
+            break
+        after = page["entries"][-1]["path"]
+    got = json.loads(ok(d, "get", "demo", "dev", "a/10", "--json"))
+    gone = sed(d, "get", "demo", "dev", "a/00")
+    diff = json.loads(ok(d, "diff", "demo", "dev", "--json"))
+    return pages, got, gone[0], diff
+
+
+@pytest.mark.ray
+def test_the_commands_talk_to_a_running_cluster_whose_sensor_compacts(running: Path) -> None:
+    d = running
+    assert not (d / "branches.json").exists()
+    first = json.loads(ok(d, "repo", "create", "demo", "--json"))["commit"]
+    assert ok(d, "repo", "ls") == "demo\n"
+    for i in range(12):
+        ok(d, "put", "demo", "main", f"a/{i:02d}", "--address", f"s3://b/{i}", "--size",
+           str(i), "--checksum", f"c{i}")
+    head = ok(d, "commit", "demo", "main", "-m", "twelve", "--committer", "ada").strip()
+    assert ok(d, "branch", "create", "demo", "dev", "--source", "main").strip() == head
+    assert ok(d, "branch", "ls", "demo") == "dev\nmain\n"
+    ok(d, "put", "demo", "dev", "b/new", "--address", "s3://b/new", "--size", "1")
+
+    # deletes: one command for the sensor's threshold and more (its first delete on a
+    # token only starts the count, as lakeFS's), reported to the cluster's sensor
+    removed = [f"a/{i:02d}" for i in range(THRESHOLD + 2)]
+    code, _, err = sed(d, "rm", "demo", "dev", *removed)
+    assert code == 0 and "warning" not in err
+    before = reads(d)
+    assert [e["path"] for p in before[0] for e in p["entries"]] == [  # type: ignore[index]
+        f"a/{i:02d}" for i in range(THRESHOLD + 2, 12)]
+    assert before[2] == 1  # a/00 is gone: ObjectNotFound
+    assert sorted((x["kind"], x["path"]) for x in before[3]["diffs"]) == sorted(  # type: ignore[index]
+        [("removed", p) for p in removed] + [("added", "b/new")])
+
+    # the cluster's sensor triggers its compactor: no `compact` command is run
+    deadline = time.monotonic() + COMPACTION_WAIT
+    while True:
+        record = json.loads(ok(d, "branch", "show", "demo", "dev", "--json"))
+        if record["compacted_metarange"] is not None:
+            break
+        assert time.monotonic() < deadline, f"no compaction after the deletes: {record}"
+        time.sleep(1)
+    assert record["commit_id"] == head and record["compaction_start_time"] is not None
+    assert abs(record["compaction_start_time"] - time.time()) < 3600  # the wall clock
+    assert reads(d) == before  # the compaction changed no read
+
+    # a manual unforced compaction right after is throttled by the cluster's claim
+    code, _, err = sed(d, "compact", "demo", "dev", "--no-force")
+    assert code == 1 and ("CompactionThrottled" in err or "NothingToCompact" in err)
+
+    done = ok(d, "commit", "demo", "dev", "-m", "trim").strip()
+    assert reads(d)[:3] == before[:3]
+    assert json.loads(ok(d, "diff", "demo", "dev", "--json"))["diffs"] == []
+    log = [line.split("\t")[0] for line in ok(d, "log", "demo", "dev").splitlines()]
+    assert log == [done, head, first]
+    record = json.loads(ok(d, "branch", "show", "demo", "dev", "--json"))
+    assert record["compacted_metarange"] is None and record["sealed_tokens"] == []
+    ok(d, "branch", "delete", "demo", "dev")
+    assert ok(d, "branch", "ls", "demo") == "main\n"
+    assert not (d / "branches.json").exists()  # no cluster was started by a command
