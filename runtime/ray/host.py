@@ -33,7 +33,8 @@ from .transport import ACTOR_MAX_CONCURRENCY, ClusterConfig, Item
 RECEIVED_KINDS = 12  # the most frequent signal kinds `info` reports
 
 
-@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=ACTOR_MAX_CONCURRENCY,
+# ray.remote's overloads omit the actor options (max_concurrency, concurrency_groups)
+@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=ACTOR_MAX_CONCURRENCY,  # type: ignore[call-overload]
             concurrency_groups={"signals": 100})
 class HostActor:
     def __init__(self, config: ClusterConfig, node: str, host_id: str, name: str | None,
@@ -82,7 +83,7 @@ class HostActor:
             self._received["channel"] += 1
             kernel.accept(sender, first_seq, items)
 
-        ip = ray.util.get_node_ip_address()
+        ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         kernel.transport.channel_address = await channels.serve(ip, on_batch)
         kernel.transport.channels = channels
 

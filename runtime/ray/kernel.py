@@ -26,7 +26,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 from ray.exceptions import RayActorError
@@ -231,8 +231,8 @@ class HostKernel:
             if entries is not None:
                 entries.pop((watcher, ref, kind), None)
             return
-        entries = self._remote.get(peer.host)
-        if entries is not None and entries.pop((peer, watcher, ref, kind), 0) is None:
+        remote = self._remote.get(peer.host)
+        if remote is not None and remote.pop((peer, watcher, ref, kind), 0) is None:
             self.transport.submit(peer, UnwatchSignal(watcher, ref, kind))
 
     # --- Kernel: names ------------------------------------------------------------------------
@@ -331,8 +331,8 @@ class HostKernel:
 
     def arrive(self, dest_id: str, sig: Signal | bytes) -> None:
         """One signal reaches process `dest_id` of this host (as bytes from another host)."""
-        if type(sig) is bytes:
-            sig = decode(sig)
+        if isinstance(sig, bytes):
+            sig = cast(Signal, decode(sig))
         proc = self.procs.get(dest_id)
         if isinstance(sig, MessageSignal):
             payload = sig.payload
@@ -354,9 +354,9 @@ class HostKernel:
                              self._late_reason(dest_id, sig.watcher, sig.kind))
             return
         elif isinstance(sig, UnwatchSignal):
-            entries = self._watchers.get(dest_id)
-            if entries is not None:
-                entries.pop((sig.watcher, sig.ref, sig.kind), None)
+            watchers = self._watchers.get(dest_id)
+            if watchers is not None:
+                watchers.pop((sig.watcher, sig.ref, sig.kind), None)
             return
         elif isinstance(sig, KillSignal):
             if proc is not None:
@@ -484,7 +484,7 @@ def _portable(value: Any) -> Any:
     if value is None or isinstance(value, int | float | str | bytes | bool):
         return value
     try:
-        ray.cloudpickle.dumps(value)
+        ray.cloudpickle.dumps(value)  # type: ignore[no-untyped-call]
     except Exception:
         return repr(value)
     return value

@@ -36,7 +36,8 @@ class _Host:
     handle: Any
 
 
-@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=ACTOR_MAX_CONCURRENCY)
+# ray.remote's overloads omit the actor options (max_concurrency) it accepts
+@ray.remote(num_cpus=0, max_restarts=0, max_concurrency=ACTOR_MAX_CONCURRENCY)  # type: ignore[call-overload]
 class Registry:
     def __init__(self, config: ClusterConfig) -> None:
         self.net_rules: Any = None

@@ -27,7 +27,7 @@ from ..failpoints import Failpoint, check_point
 from ..kernel import DEFAULT_CALL_TIMEOUT, ProcessFn
 from ..messages import ExitSignal, FailpointSignal, KillSignal, MessageSignal, SuspendSignal
 from ..pid import Pid
-from ..reasons import KILL
+from ..reasons import KILL, NOPROC
 from ..sim.network import Network
 from ..validation import check_host, make_spawn_opts
 from .registry import start_registry
@@ -66,7 +66,8 @@ def ensure_ray(address: str | None = None) -> None:
 
 def place_nodes(nodes: tuple[str, ...]) -> dict[str, str]:
     """Logical node -> Ray node id; round-robin over alive Ray nodes when there are several."""
-    alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    alive = sorted(n["NodeID"] for n in ray.nodes()  # type: ignore[no-untyped-call]
+                   if n.get("Alive"))
     if len(alive) <= 1:
         return {node: "" for node in nodes}
     return {node: alive[i % len(alive)] for i, node in enumerate(nodes)}
@@ -123,8 +124,10 @@ class RayRuntime(Runtime):
             timeout: float = 60.0) -> Any:
         pid = self.spawn(fn, *args, node=node)
         try:
-            reason, result = ray.get(self.transport.handle(pid).run.remote(pid.id),
-                                     timeout=timeout)
+            handle = self.transport.handle(pid)
+            if handle is None:
+                raise ProcessFailed(pid, NOPROC)
+            reason, result = ray.get(handle.run.remote(pid.id), timeout=timeout)
         except GetTimeoutError:
             self.kill(pid)
             raise CallTimeout(f"{pid} did not finish within {timeout} s") from None

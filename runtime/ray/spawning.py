@@ -36,7 +36,8 @@ def create_host(config: ClusterConfig, node: str, name: str | None,
     from .host import HostActor  # the actor module imports this one
 
     host_id = new_host_id(node, name)
-    handle = HostActor.options(**actor_options(config, node, host_id)).remote(
+    # ray.remote's stubs do not model an actor class's .options (it is an ActorClass)
+    handle = HostActor.options(**actor_options(config, node, host_id)).remote(  # type: ignore[attr-defined]
         config, node, host_id, name, registry)
     return host_id, handle
 
@@ -47,7 +48,7 @@ def check_node(config: ClusterConfig, node: str) -> None:
 
 
 def _unwrap(exc: RayTaskError) -> BaseException:
-    cause = exc.as_instanceof_cause()
+    cause = exc.as_instanceof_cause()  # type: ignore[no-untyped-call]
     inner = getattr(cause, "cause", None)
     return inner if isinstance(inner, BaseException) else cause
 
