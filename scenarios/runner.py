@@ -1,7 +1,8 @@
 """Run one scenario on a backend: start the cluster, drive traffic, inject the faults on
 their timeline, recover, and check what happened.
 
-`run_scenario(scenario, backend, seed, data_dir, progress=callback) -> RunResult`.
+`run_scenario(scenario, backend, seed, data_dir, progress=callback) -> RunResult`
+(`run_types.py`: the result, the progress reports, the time bounds per backend).
 
 The runtime gets one node more than the cluster, `client`: the recorder, the clients,
 the watchers, the log tail and the monitor run there (processes.py, watch_client.py,
@@ -15,8 +16,8 @@ real time.
 The run, each phase bounded:
 1. start the cluster (the scenario's settings), the recorder, monitor and log tail;
 2. traffic: clients, the compactor and watchers run until `duration`, while the driver
-   sleeps until each fault's time and applies it (a fault with `when` first waits for
-   its protocol moment, at most its window);
+   sleeps until each fault's time and applies it (`fault_driver.py`; a fault with
+   `when` first waits for its protocol moment, at most its window);
 3. recovery: the clients stop, every fault is undone (heal, restart, disarm), and the
    cluster must settle (one leader, every member up and applied to the same index);
 4. a final linearizable read of every key, the watchers' final bookmarks, the log tail
@@ -41,8 +42,7 @@ import random
 import shutil
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,6 @@ from sediment.runtime.pid import Pid
 from sediment.scenarios import (
     branch_tier,
     checkers,
-    holds,
     nemesis,
     observe,
     observers,
@@ -66,9 +65,10 @@ from sediment.scenarios import (
 from sediment.scenarios.assemble import Assembled, assemble
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
 from sediment.scenarios.checkers.tier_state import TierState
+from sediment.scenarios.fault_driver import FaultDriver
 from sediment.scenarios.history import FaultEvent, History
-from sediment.scenarios.schema import CLIENT_KINDS, Fault, Scenario
-from sediment.scenarios.schema_blocks import TIER_TRIGGERS
+from sediment.scenarios.run_types import Progress, ProgressFn, RunResult, Timing
+from sediment.scenarios.schema import CLIENT_KINDS, Scenario
 
 _logger = log.get_logger("sediment.scenarios.runner")
 
@@ -77,76 +77,8 @@ CLIENT_NODE = "client"
 # host on CLIENT_NODE: on Ray each host is an actor whose start costs about a second of
 # CPU, which a run paid a dozen times while it measured the cluster.
 HARNESS_HOST = "harness"
-LEADER_WAIT = 3.0  # seconds a leader target waits for an election (a loaded Ray's included)
 RECOVERED = "recovered"
 COMMITTED_LOG = "committed_log"
-Verdict = str  # "pass" | "fail" | "unknown"
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Bounds of a run, per backend: seconds of the runtime's clock."""
-
-    op_timeout: float = 3.0
-    sample_interval: float = 0.05
-    tail_interval: float = 0.02
-    trigger_interval: float = 0.001
-    settle_timeout: float = 60.0
-    drain_timeout: float = 30.0
-    start_timeout: float = 120.0
-    tick: float = 0.25  # the driver's longest sleep (progress updates)
-
-    @classmethod
-    def for_backend(cls, backend: str) -> Timing:
-        if backend == "ray":
-            return cls(op_timeout=5.0, sample_interval=0.25, tail_interval=0.25,
-                       trigger_interval=0.005, settle_timeout=180.0, drain_timeout=120.0,
-                       start_timeout=300.0, tick=0.5)
-        return cls()
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What the runner reports while it runs (for a console bar)."""
-
-    phase: str  # start, traffic, fault, recover, check, done
-    t: float  # seconds of traffic so far
-    duration: float
-    ops: int = 0
-    message: str = ""
-
-
-ProgressFn = Callable[[Progress], None]
-
-
-@dataclass
-class RunResult:
-    scenario: Scenario
-    backend: str
-    seed: int
-    checks: list[CheckResult]
-    history: History
-    samples: tuple[observe.ClusterView, ...] = ()
-    notes: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    data_dir: str = ""
-    error: str | None = None  # the run itself failed (not a check)
-    placement: dict[str, str] = field(default_factory=dict)  # node -> Ray node id (ray)
-    tier: TierState | None = None  # what the tier checks judged (a block tier's run)
-
-    @property
-    def verdict(self) -> Verdict:
-        if self.error is not None or any(c.status == "violation" for c in self.checks):
-            return "fail"
-        if any(c.status == "unknown" for c in self.checks):
-            return "unknown"
-        return "pass"
-
-    @property
-    def violations(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.status == "violation"]
-
-
 def run_scenario(scenario: Scenario, backend: str = "sim", seed: int | None = None,
                  data_dir: str | Path | None = None, progress: ProgressFn | None = None,
                  timing: Timing | None = None, cluster_options: dict[str, Any] | None = None,
@@ -205,6 +137,7 @@ class _Run:
         self.settled = False
         self.settle_view = ""
         self.injector: nemesis.Injector | None = None
+        self.fault_driver: FaultDriver | None = None
 
     # -- the phases --
 
@@ -341,14 +274,18 @@ class _Run:
         go = processes.Go(self.t0, self.t0 + s.duration)
         for pid in [*traffic, *self.watchers]:
             self.rt.send(pid, go)
-        injector = nemesis.Injector(self.cluster, self.rng, self._sessions, self._leader_now,
+        assert self.recorder is not None
+        driver = FaultDriver(self.rt, self.nodes, s.duration, t.trigger_interval, self.waiter,
+                             self.recorder, self.t0, self._report, self.faults, self.notes)
+        self.fault_driver = driver
+        injector = nemesis.Injector(self.cluster, self.rng, self._sessions, driver.leader_now,
                                     notify=self.recorder)
         self.injector = injector
         steps = nemesis.plan(s)
         for step in steps:
             self._sleep_until(step.t)
             fault = s.faults[step.fault]
-            self._fault(injector, step, fault)
+            driver.apply(injector, step, fault)
         self._sleep_until(s.duration)
         self.timings["traffic"] = time.monotonic() - began
 
@@ -376,88 +313,6 @@ class _Run:
         answer = self.rt.call(self.recorder, ("sessions",), timeout=30)
         return answer if isinstance(answer, dict) else {}
 
-    def _leader_now(self) -> str | None:
-        """The KV leader, asked of every member at once (by the trigger waiter); while
-        none leads (an election after a kill), for up to LEADER_WAIT."""
-        assert self.waiter is not None
-        try:
-            answer = self.rt.call(self.waiter, ("leader", self.nodes, LEADER_WAIT), timeout=30)
-        except RuntimeErrorBase:
-            return None
-        return answer if isinstance(answer, str) else None
-
-    def _fault(self, injector: nemesis.Injector, step: nemesis.Step, fault: Fault) -> None:
-        detail: dict[str, Any] = {"fault": step.fault}
-        if step.undo:
-            detail.update(injector.undo(step.fault, fault), phase="end")
-        elif fault.when is None:
-            detail.update(injector.apply(step.fault, fault), phase="start",
-                          ranged=fault.until is not None)
-        else:
-            hold = holds.hold_of(fault.when.trigger)
-            moment = self._wait_for(step.fault, fault)  # held there until released here
-            detail.update(trigger=fault.when.trigger, hit=moment.hit, seen=moment.seen)
-            held = (hold.holder, moment.held) if hold and moment.held else None
-            # the leader as the wait saw it (or held it): no second look (seconds on Ray)
-            leader = moment.leader if hold is None or hold.on_leader() else None
-            try:
-                detail.update(injector.apply(step.fault, fault, leader, held),
-                              phase="start", ranged=fault.until is not None)
-            finally:
-                if hold is not None and held is not None:  # landed: the held one goes on
-                    self.rt.release_failpoint_everywhere(hold.point)
-            if held is not None:
-                detail["held_at"] = round(moment.t - self.t0, 6)
-        event = FaultEvent(self._now(), fault.name, detail)
-        self.faults.append(event)
-        self._report("fault", event.t, f"{fault.name} {'end' if step.undo else 'start'}")
-        _logger.info("fault", action=fault.name, t=round(event.t, 3), **{
-            k: v for k, v in detail.items() if k in ("node", "process", "phase", "trigger")})
-
-    def _record_fired(self) -> None:
-        """Mark each armed failpoint's fault with when and where it fired (its first hit,
-        which the process sent the recorder before acting), and note the crash ones that
-        never did."""
-        assert self.injector is not None and self.recorder is not None
-        fired = self.rt.call(self.recorder, ("fired",), timeout=30)
-        self.notes += self.injector.unfired(fired)
-        for k, event in enumerate(self.faults):
-            hit = fired.get(nemesis.fired_tag(int(str(event.detail.get("fault", -1)))))
-            if hit is not None and event.detail.get("phase") == "start":
-                self.faults[k] = FaultEvent(event.t, event.action, {
-                    **event.detail, "fired_at": round(float(hit.t) - self.t0, 6),
-                    "fired_in": str(hit.pid)})
-
-    def _wait_for(self, i: int, fault: Fault) -> trigger_waiter.Moment:
-        """Wait for the fault's moment: at its breakpoint (armed here; on a hit the
-        caller releases it once the fault is applied, on a miss it is released here) or,
-        for a polled trigger, by polling the tier."""
-        assert fault.when is not None and self.waiter is not None
-        end = fault.until if fault.until is not None else self.s.duration
-        if fault.when.within is not None:
-            end = min(end, fault.at + fault.when.within)
-        deadline = self.t0 + end
-        timeout = max(1.0, deadline - float(self.rt.now())) + 30.0
-        hold = holds.hold_of(fault.when.trigger)
-        request: tuple[Any, ...]
-        if hold is not None:
-            tag = f"fault-{i}"
-            self.rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
-                                             notify=self.waiter, tag=tag)
-            request = ("hold", tag, deadline)
-        else:  # every KV moment has a breakpoint; a tier state is polled
-            assert fault.when.trigger in TIER_TRIGGERS, fault.when.trigger
-            target = getattr(fault.action, "target", None)  # on its node, if it names one
-            request = ("poll", (self.nodes, fault.when.trigger, deadline,
-                                self.timing.trigger_interval, getattr(target, "node", None)))
-        moment = trigger_waiter.waiting(self.rt.call(self.waiter, request, timeout=timeout))
-        if hold is not None and not moment.hit:  # missed: nothing may stay held
-            self.rt.release_failpoint_everywhere(hold.point)
-        if not moment.hit:
-            self.notes.append(f"fault {fault.name} at {fault.at:g}: its trigger "
-                              f"{fault.when.trigger} was not seen by {end:g}; applied then")
-        return moment
-
     def _recover(self) -> processes.OpRecord | None:
         began = time.monotonic()
         s, t = self.s, self.timing
@@ -468,8 +323,8 @@ class _Run:
         if s.cluster.branches is not None:
             names += branch_tier.client_names(s.cluster.branches)
         self._wait_done(names, t.op_timeout * 8 + 10)
-        if self.injector is not None:
-            self._record_fired()
+        if self.injector is not None and self.fault_driver is not None:
+            self.fault_driver.record_fired(self.injector)
         undone = self.injector.heal_all() if self.injector is not None else []
         self.faults.append(FaultEvent(self._now(), "heal", {"phase": "final",
                                                             "undone": undone}))
@@ -616,5 +471,5 @@ def cleanup(result: RunResult) -> None:
         shutil.rmtree(result.data_dir, ignore_errors=True)
 
 
-__all__ = ["CLIENT_NODE", "Progress", "RunResult", "Timing", "cleanup",
+__all__ = ["CLIENT_NODE", "Progress", "ProgressFn", "RunResult", "Timing", "cleanup",
            "run_scenario"]
