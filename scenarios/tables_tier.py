@@ -336,7 +336,11 @@ class TablesTier:
         counts: dict[str, int] = {}
         for o in self.outcomes.values():
             counts[o] = counts.get(o, 0) + 1
+        pins: dict[str, int] = {}
+        for pin in history.pins:
+            pins[pin.kind] = pins.get(pin.kind, 0) + 1
         notes = [f"tables coordinator outcomes: {_counts(counts)}",
+                 f"tables pins: {_counts(pins)}",
                  f"tables clients: {_counts(client_outcomes)}",
                  f"tables catalog: {_versions(c)}",
                  *(f"tables event: {line}" for line in self.log)]
