@@ -196,3 +196,19 @@ def test_a_restarted_members_old_pin_ends_when_it_last_answered(tmp_path: Path) 
     r.replay_events("p@n1", 4.0, again.query(ReplayEventsQuery(0))[1], 4.5)
     r.compactions[7] = 4.6
     assert not compaction_safety(r.history()).ok
+
+
+def test_a_members_last_answer_is_no_earlier_than_its_newest_event() -> None:
+    """Found by `tables-coordinator-killed-mid-compaction` seed 13: the poll's clock was
+    read before the member answered, so an event stamped after it came later than its
+    "last answer", and the restart's end of the old pin landed before the pin began:
+    it stayed open to the run's end."""
+    r = Recorder()
+    r.version(4, hts(40))
+    r.version(6, hts(60))
+    r.replay_events("p@n1", 1.0, [(1, 6.4965, "apply", 4)], 6.492)  # polled at 6.492
+    r.replay_events("p@n1", 8.9, [], 9.0)  # restarted, nothing to replay
+    pins = [p for p in r.history().pins if p.kind == "replay"]
+    assert [(p.version, p.start, p.end) for p in pins] == [(4, 6.4965, 6.4965)]
+    r.compactions[6] = 10.9
+    assert compaction_safety(r.history()).ok
