@@ -87,7 +87,8 @@ class Recorder:
                 self.replay.setdefault(member, []).append((when, member, kind, version))
                 since = seq
         self.replay_seen[member] = (incarnation, since)
-        self.replay_alive[member] = at
+        # it answered after its newest event, whatever the poll's own clock said
+        self.replay_alive[member] = max([at, *(when for _, when, _, _ in events)])
         self.replay_gone.pop(member, None)
         return since
 
