@@ -137,3 +137,19 @@ def test_a_node_stopped_then_a_node_killed(seed: int, tmp_path: Path) -> None:
     outcomes = note(r, "tables coordinator outcomes")
     assert count(outcomes, "nodes_missing") >= 1, outcomes
     assert any("restarted" in n for n in r.notes)
+
+
+def test_table_nodes_that_hide_their_transactions_are_caught(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The protocol broken on purpose, end to end: table nodes that report no active
+    transaction to the coordinator let compaction pass the version the long transaction
+    began under, and `catalog_compaction_safety` says so."""
+    from sediment.actors.tables import active_txs
+
+    monkeypatch.setattr(active_txs, "min_version", lambda a: None)
+    monkeypatch.setattr(active_txs, "minimum_required_time", lambda a, now, f: now)
+    r = run_scenario(load(NAMES[1]), "sim", 0, data_dir=tmp_path / "broken")
+    assert r.error is None, r.error
+    safety = next(c for c in r.checks if c.name == "catalog_compaction_safety")
+    assert safety.status == "violation", safety.report()
+    assert any("still needed by transaction" in d for d in safety.details), safety.details
