@@ -57,6 +57,7 @@ from sediment.scenarios import (
     observe,
     observers,
     processes,
+    tables_tier,
     tier,
     tier_collect,
     trigger_waiter,
@@ -134,6 +135,7 @@ class _Run:
         self.waiter: Pid | None = None
         self.tier: TierState | None = None
         self.branches: branch_tier.Started | None = None
+        self.tables: tables_tier.TablesTier | None = None
         self.settled = False
         self.settle_view = ""
         self.injector: nemesis.Injector | None = None
@@ -176,7 +178,7 @@ class _Run:
 
         began = time.monotonic()
         self._report("start", 0.0, f"starting {len(self.nodes)} nodes on {self.backend}")
-        nodes = (CLIENT_NODE, *self.nodes)
+        nodes = (CLIENT_NODE, *self.nodes, *tables_tier.extra_nodes(self.s.cluster.tables))
         if self.backend == "sim":
             self.rt = api.start("sim", seed=self.seed, nodes=nodes, trace=False)
         else:
@@ -219,6 +221,11 @@ class _Run:
             self.branches = branch_tier.start(self.rt, bspec, self.nodes,
                                               str(self.path / "blocks"), self.seed,
                                               CLIENT_NODE, history)
+        if self.s.cluster.tables is not None:  # its own nodes, its top on CLIENT_NODE
+            self.tables = tables_tier.TablesTier(
+                self.rt, self.s.cluster.tables, self.path / "tables", self.seed, CLIENT_NODE,
+                HARNESS_HOST, t.op_timeout, self.s.duration)
+            self.tables.start()
         if blocks is not None:
             self.tier_monitor = self.rt.spawn(
                 tier.tier_monitor, tier.MonitorConfig(self.nodes, t.sample_interval * 5),
@@ -300,6 +307,8 @@ class _Run:
             if left <= 1e-9:  # below the clock's resolution at this magnitude: arrived
                 return
             self.rt.sleep(min(left, self.timing.tick))
+            if self.tables is not None:  # the tables tier's timeline and recorder
+                self.tables.tick(self._now())
             self._report("traffic", self._now(), ops=self._ops())
 
     def _ops(self) -> int:
@@ -440,6 +449,10 @@ class _Run:
         if self.branches is not None:
             branch_check, notes = branch_tier.collect(self.rt, self.branches)
             out.append(branch_check)
+            self.notes += notes
+        if self.tables is not None:
+            table_checks, notes = self.tables.collect(self._now())
+            out += table_checks
             self.notes += notes
         self.timings["check"] = time.monotonic() - began
         return out

@@ -34,6 +34,7 @@ from sediment.scenarios.schema_blocks import (
     TierTrigger,
 )
 from sediment.scenarios.schema_branches import BranchesSpec
+from sediment.scenarios.schema_tables import TablesSpec
 
 Backend = Literal["sim", "ray"]
 ClientKind = Literal["native", "grpc"]
@@ -139,6 +140,7 @@ class Cluster:
     settings: Settings = Settings()
     blocks: BlocksSpec | None = None
     branches: BranchesSpec | None = None  # lakeFS branches (`schema_branches.py`)
+    tables: TablesSpec | None = None  # tables and their catalog (`schema_tables.py`)
 
 
 @dataclass(frozen=True)
@@ -331,8 +333,12 @@ class Scenario:
 
     def to_dict(self) -> dict[str, Any]:
         from sediment.scenarios import schema_dump  # it reads this module's types
+        from sediment.scenarios.schema_tables import tables_dict
 
-        return schema_dump.scenario_dict(self)
+        out = schema_dump.scenario_dict(self)
+        if self.cluster.tables is not None:
+            out["cluster"]["tables"] = tables_dict(self.cluster.tables)
+        return out
 
     def to_yaml(self) -> str:
         return str(yaml.safe_dump(self.to_dict(), sort_keys=False))
@@ -357,15 +363,15 @@ def load(path: str | Path) -> Scenario:
 
 
 def loads(text: str, source: str = "<string>") -> Scenario:
-    from sediment.scenarios import schema_parse  # it builds this module's types
+    from sediment.scenarios import schema_tables_parse  # schema_parse's, with `tables`
 
-    return schema_parse.parse_text(text, source)
+    return schema_tables_parse.parse_text(text, source)
 
 
 def load_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scenario:
-    from sediment.scenarios import schema_parse
+    from sediment.scenarios import schema_tables_parse
 
-    return schema_parse.parse_data(data, source)
+    return schema_tables_parse.parse_data(data, source)
 
 
 def load_dir(path: str | Path) -> list[Scenario]:

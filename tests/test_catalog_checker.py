@@ -91,3 +91,14 @@ def test_visibility_of_unknown_outcomes() -> None:
     torn = (read(25, CELL, 5), read(26, OTHER, 1))
     result = atomic_visibility(CatalogHistory(txs=txs, reads=torn))
     assert not result.ok and "misses u" in result.details[0]
+
+
+def test_an_unknown_transaction_without_a_commit_time_may_be_seen_after_its_begin() -> None:
+    """Found by `scenarios/tables/tables-coordinator-killed-mid-compaction.yaml` seed 13:
+    a client's commit call failed (its node killed), so the run knows neither the
+    outcome nor the commit time; the commit had landed, and a later read saw it. That
+    is no violation; a value no transaction wrote still is."""
+    txs = (tx("c1", "committed", 10, a=1), tx("u", "unknown", None, a=5))  # began at 1
+    assert atomic_visibility(CatalogHistory(txs=txs, reads=(read(25, CELL, 5),))).ok
+    assert atomic_visibility(CatalogHistory(txs=txs, reads=(read(25, CELL, 1),))).ok
+    assert not atomic_visibility(CatalogHistory(txs=txs, reads=(read(25, CELL, 7),))).ok

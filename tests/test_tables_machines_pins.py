@@ -147,3 +147,68 @@ def test_a_partition_refuses_commands_under_a_compacted_catalog_version(
     m.apply(e(m.applied + 1, FlushCmd()))
     again = PartitionMachine(gdir, G)
     assert again.state.catalog_floor == 3
+
+
+def test_a_snapshot_install_ends_the_replay_pin(tmp_path: Path) -> None:
+    """A member with an unflushed entry caught up by a snapshot install from its leader
+    no longer needs the entry's version (the snapshot covers it): the install is a
+    flush in its record too."""
+    leader = PartitionMachine(str(tmp_path / "leader"), G)
+    for i, key in enumerate((1, 2), start=1):
+        leader.apply(e(i, write(f"t{key}", key, 3)))
+    data, _ = leader.snapshot()
+    m = PartitionMachine(str(tmp_path / "follower"), G)
+    now = [1.0]
+    m.set_clock(lambda: now[0])
+    m.apply(e(1, write("t1", 1, 3)))  # unflushed: a crash replays it under version 3
+    now[0] = 2.0
+    m.restore(data, 2, lambda i: None)
+    _, events = m.query(ReplayEventsQuery(0))
+    assert [x[1:] for x in events] == [(1.0, "apply", 3), (2.0, "flush", 0)]
+
+
+def test_a_restarted_members_old_pin_ends_when_it_last_answered(tmp_path: Path) -> None:
+    """Found by `scenarios/tables/tables-coordinator-killed-mid-compaction.yaml` seed 0:
+    a member applied an entry under version 3, flushed it (publishing a newer minimum
+    tx time) and was killed before the recorder saw the flush; its pin stayed open to
+    the restart and the checker called a compaction past 3 a violation. The old
+    incarnation's pin ends at its last answer; what the new one replays pins anew."""
+    gdir = str(tmp_path / "p")
+    m = PartitionMachine(gdir, G)
+    m.set_clock(lambda: 1.0)
+    m.apply(e(1, write("a", 1, 3)))
+    r = Recorder()
+    for v in (3, 7):
+        r.version(v, hts(v * 10))
+    r.replay_events("p@n1", 1.0, m.query(ReplayEventsQuery(0))[1], 1.5)  # polled: open
+    m.set_clock(lambda: 2.0)
+    m.apply(e(2, FlushCmd()))  # flushed at 2.0, unseen: killed before the next poll
+    m.close()
+    again = PartitionMachine(gdir, G)
+    again.set_clock(lambda: 4.0)  # restarted; nothing to replay
+    r.replay_events("p@n1", 4.0, again.query(ReplayEventsQuery(0))[1], 4.0)
+    pins = [p for p in r.history().pins if p.kind == "replay"]
+    assert [(p.version, p.start, p.end) for p in pins] == [(3, 1.0, 1.5)]
+    r.compactions[7] = 3.0  # decided on the flushed member's report, applied meanwhile
+    assert compaction_safety(r.history()).ok
+    # an entry the old incarnation had not flushed is replayed, and pinned, anew
+    again.apply(e(3, write("b", 2, 3)))
+    r.replay_events("p@n1", 4.0, again.query(ReplayEventsQuery(0))[1], 4.5)
+    r.compactions[7] = 4.6
+    assert not compaction_safety(r.history()).ok
+
+
+def test_a_members_last_answer_is_no_earlier_than_its_newest_event() -> None:
+    """Found by `tables-coordinator-killed-mid-compaction` seed 13: the poll's clock was
+    read before the member answered, so an event stamped after it came later than its
+    "last answer", and the restart's end of the old pin landed before the pin began:
+    it stayed open to the run's end."""
+    r = Recorder()
+    r.version(4, hts(40))
+    r.version(6, hts(60))
+    r.replay_events("p@n1", 1.0, [(1, 6.4965, "apply", 4)], 6.492)  # polled at 6.492
+    r.replay_events("p@n1", 8.9, [], 9.0)  # restarted, nothing to replay
+    pins = [p for p in r.history().pins if p.kind == "replay"]
+    assert [(p.version, p.start, p.end) for p in pins] == [(4, 6.4965, 6.4965)]
+    r.compactions[6] = 10.9
+    assert compaction_safety(r.history()).ok

@@ -90,9 +90,11 @@ class TablesCluster:
               data_dir: str | None = None, seed: int = 0,
               lwm: lw.LowWatermarkConfig = TEST_LWM, answer_timeout_ms: int = 2_000,
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
-              scale_down_after: float | None = None, runtime: Any = None) -> TablesCluster:
+              scale_down_after: float | None = None, runtime: Any = None,
+              top_node: str = CONTROL_NODE) -> TablesCluster:
         """`scale_down_after`: seconds a node must be gone before its replicas move
-        (None, as Ignite's default: they never move for a node leaving)."""
+        (None, as Ignite's default: they never move for a node leaving). `top_node`:
+        where the top supervisor runs (a node of `runtime`'s, when one is given)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
@@ -121,7 +123,7 @@ class TablesCluster:
                                           _children(n, spec, config, drivers))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=50, period=10), specs, name="tables",
-                        node=CONTROL_NODE)
+                        node=top_node)
         cluster = cls(rt, spec, config, top, owns_runtime=runtime is None)
         cluster.wait_ready()
         return cluster

@@ -180,6 +180,9 @@ class PartitionMachine:
             raise ValueError("not a partition snapshot")
         self.state = replace(state, applied=index)
         self.applied = index
+        # durable up to `index` now: nothing before it is replayed again, whatever this
+        # member (or its earlier incarnation, before a crash) applied and had not flushed
+        self._record("flush", 0)
         self.flush()
 
     def query(self, request: Any) -> Any:

@@ -67,17 +67,28 @@ class Recorder:
 
     def replay_events(self, member: str, incarnation: float,
                       events: list[tuple[int, float, str, int]], at: float) -> int:
-        """A partition member's replay-floor record since the last poll (one member's
-        record runs on across its restarts: an entry applied before a crash is replayed
-        after it, so its pin lasts until the next flush); the seq to ask from next."""
+        """A partition member's replay-floor record since the last poll; the seq to ask
+        from next. Across a restart, the old incarnation's pin ends when it last
+        answered: it may have flushed after that, unseen (a pin kept open to the restart
+        made the checker report violations that were not, scenario
+        tables-coordinator-killed-mid-compaction seed 0); an entry it had not flushed is
+        replayed after the restart and pins again from then. So the record can miss a
+        violation (while the member is down), never invent one."""
         seen_inc, seen_seq = self.replay_seen.get(member, (incarnation, 0))
         since = seen_seq if seen_inc == incarnation else 0
+        if seen_inc != incarnation and member in self.replay_alive:
+            # restarted: what the old incarnation did after its last answer is lost (a
+            # flush then would end its pin); its pin ends at that answer, and what the
+            # new one replays from its last flush is in its own record
+            self.replay.setdefault(member, []).append(
+                (self.replay_alive[member], member, "flush", 0))
         for seq, when, kind, version in events:
             if seq > since:
                 self.replay.setdefault(member, []).append((when, member, kind, version))
                 since = seq
         self.replay_seen[member] = (incarnation, since)
-        self.replay_alive[member] = at
+        # it answered after its newest event, whatever the poll's own clock said
+        self.replay_alive[member] = max([at, *(when for _, when, _, _ in events)])
         self.replay_gone.pop(member, None)
         return since
 

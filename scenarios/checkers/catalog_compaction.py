@@ -14,7 +14,8 @@ committed transactions wrote at or before it: a committed transaction's writes a
 visible from its commit time on, an aborted transaction's never. A transaction whose
 outcome the run could not learn ("unknown") may be seen or not, as a whole: a read
 that sees one of its writes proves it committed, and then its other writes must be
-visible to reads at that time or later too.
+visible to reads at that time or later too. One whose commit time is unknown too (its
+commit call failed) may be seen by any read after its begin time (not checked further).
 """
 
 from __future__ import annotations
@@ -66,9 +67,19 @@ def atomic_visibility(h: CatalogHistory) -> CheckResult:
         chain.sort(key=lambda e: (e[0], e[1].tx_id))
     aborted_values = {(cell, _freeze(v)): tx.tx_id for tx in h.txs if tx.outcome == "aborted"
                       for cell, v in tx.writes.items()}
+    # unknown outcome and commit time (its commit call failed): it may have committed
+    # at any time after it began, so a read after its begin may see its write
+    undated: dict[Cell, list[TxRecord]] = {}
+    for tx in h.txs:
+        if tx.outcome == "unknown" and tx.commit_ts is None:
+            for cell in tx.writes:
+                undated.setdefault(cell, []).append(tx)
     proven: dict[str, int] = {}  # unknown txs seen committed: at which read ts
     problems: list[str] = []
     for read in sorted(h.reads, key=lambda r: (r.ts.value, r.at)):
+        if any(tx.begin_ts < read.ts and _freeze(tx.writes[read.cell]) == _freeze(read.value)
+               for tx in undated.get(read.cell, ())):
+            continue
         problem = _check_read(read, by_cell.get(read.cell, []), aborted_values, proven)
         if problem:
             problems.append(problem)

@@ -1,0 +1,179 @@
+"""A tables client of a scenario run (`cluster.tables`, `tables_tier.py`): one process
+that, after the runner's Go and until the run's end, does RW transactions, read-only
+reads and DDL on the tables cluster's table nodes at its rate, and records each in a
+`tables/recorder.Recorder` of its own, which the tier asks for after the run
+(`("records",)`).
+
+What it records is what it saw: a transaction's begin, its acknowledged writes, its
+outcome and commit time; a read's timestamp and answer; a DDL's version and
+activation. A transaction whose call failed (its node killed, a timeout) ends, in the
+record, when it was last known to run (`tx_alive`): an under-estimate of its pin, so
+the check can miss a violation, never invent one; its outcome stays unknown.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from sediment.actors.catalog import ddl
+from sediment.actors.catalog.descriptors import Column
+from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.tables.names import table_node_name
+from sediment.actors.tables.recorder import Recorder
+from sediment.runtime.errors import CallError, ReceiveTimeout
+from sediment.runtime.messages import Call
+from sediment.runtime.process import Process
+from sediment.scenarios.processes import wait_for_go
+from sediment.scenarios.schema_tables import TablesSpec
+
+TABLE = "T"
+RECORDS_WAIT = 600.0  # seconds a finished client waits to be asked for its records
+ALIVE_POLLS = 20  # x 0.2 s: how long a client asks whether a failed transaction still runs
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    client: int
+    seed: int
+    spec: TablesSpec
+    nodes: tuple[str, ...]
+    table_id: int
+    op_timeout: float
+
+
+def client_name(client: int) -> str:
+    return f"tables-client-{client}"
+
+
+class _NoLeader(CatalogError):
+    """No table node took the DDL (the metastore leader moving)."""
+
+
+async def tables_client(ctx: Process, cfg: ClientConfig) -> None:
+    """Process entry: operations after Go until the run's end, then its records."""
+    end_t = (await wait_for_go(ctx)).end_t
+    c = _Client(ctx, cfg)
+    ops, weights = zip(*cfg.spec.mix.weights(), strict=True)
+    period = 1.0 / cfg.spec.rate
+    next_at = ctx.now() + period * c.rng.random()
+    while ctx.now() < end_t:
+        wait = next_at - ctx.now()
+        if wait > 0:
+            await ctx.sleep(wait)
+        next_at = max(next_at + period, ctx.now())
+        if ctx.now() >= end_t:
+            break
+        op = c.rng.choices(ops, weights)[0]
+        try:
+            await c.one(op)
+            outcome = f"{op}:ok"
+        except (CatalogError, CallError) as err:
+            outcome = f"{op}:{type(err).__name__}"
+        c.outcomes[outcome] = c.outcomes.get(outcome, 0) + 1
+    while True:
+        try:
+            msg = await ctx.receive(lambda m: isinstance(m, Call), timeout=RECORDS_WAIT)
+        except ReceiveTimeout:
+            return
+        if msg.request == ("records",):
+            ctx.reply(msg.from_, (c.rec, dict(c.outcomes)))
+            return
+        ctx.reply(msg.from_, ("error", "unknown_request"))
+
+
+class _Client:
+    def __init__(self, ctx: Process, cfg: ClientConfig) -> None:
+        self.ctx, self.cfg = ctx, cfg
+        self.rng = random.Random(f"sediment-tables-{cfg.seed}-{cfg.client}")
+        self.rec = Recorder()
+        self.outcomes: dict[str, int] = {}
+        self.n = 0
+        self.leader_hint: str | None = None
+
+    async def call(self, node: str, request: Any, factor: float = 1.0) -> Any:
+        reply = await self.ctx.call(table_node_name(node), request,
+                                    timeout=self.cfg.op_timeout * factor)
+        if isinstance(reply, tuple) and reply[:1] == ("error",) and isinstance(
+                reply[1], BaseException):
+            raise reply[1]
+        return reply
+
+    async def one(self, op: str) -> None:
+        self.n += 1
+        if op == "tx":
+            await self.transaction()
+        elif op == "read":
+            await self.read()
+        else:
+            await self.add_column()
+
+    async def transaction(self) -> None:
+        node = self.rng.choice(self.cfg.nodes)
+        _, tx_id, begin_ts, _ = await self.call(node, ("begin",))
+        self.rec.begin(tx_id, begin_ts, self.ctx.now())
+        alive_at = self.ctx.now()
+        try:
+            for _ in range(self.rng.randint(1, 3)):
+                k = self.rng.randrange(self.cfg.spec.keys)
+                row = {"k": k, "v": self.rng.randrange(1_000_000)}
+                alive_at = self.ctx.now()
+                try:
+                    await self.call(node, ("write", tx_id, TABLE, row))
+                except CatalogError:  # a conflict: the transaction aborts at its end
+                    break
+                self.rec.write(tx_id, (self.cfg.table_id, (k,)), row)
+            finish = "commit" if self.rng.random() < 0.9 else "rollback"
+            alive_at = self.ctx.now()
+            _, committed, commit_ts, _ = await self.call(node, (finish, tx_id), factor=2.0)
+        except CallError:
+            self.rec.end(tx_id, "unknown", None, await self._last_alive(node, tx_id, alive_at))
+            raise
+        self.rec.end(tx_id, "committed" if committed else "aborted", commit_ts,
+                     self.ctx.now())
+
+    async def _last_alive(self, node: str, tx_id: str, since: float) -> float:
+        """When the node was last seen running the transaction (bounded)."""
+        last = since
+        for _ in range(ALIVE_POLLS):
+            asked = self.ctx.now()
+            try:
+                alive = await self.call(node, ("tx_alive", tx_id))
+            except CallError:
+                await self.ctx.sleep(0.2)
+                continue
+            if not alive:
+                return last
+            last = asked
+            await self.ctx.sleep(0.2)
+        return last
+
+    async def read(self) -> None:
+        node = self.rng.choice(self.cfg.nodes)
+        k = self.rng.randrange(self.cfg.spec.keys)
+        _, rows, read_ts = await self.call(node, ("ro_get", TABLE, (k,), None), factor=2.0)
+        self.rec.read(read_ts, (self.cfg.table_id, (k,)), rows[0][1] if rows else None,
+                      self.ctx.now())
+
+    async def add_column(self) -> None:
+        command = ddl.AddColumn(TABLE, Column(f"c{self.cfg.client}_{self.n}", "int"))
+        nodes = self.cfg.nodes
+        for attempt in range(3 * len(nodes)):
+            node = self.leader_hint or nodes[attempt % len(nodes)]
+            self.leader_hint = None
+            try:
+                reply = await self.call(node, ("ddl", (command,)), factor=2.0)
+            except CallError:
+                reply = ("down",)
+            if reply[0] == "ok":
+                self.leader_hint = node
+                self.rec.version(reply[1], reply[2])
+                return
+            if reply[0] == "not_leader" and reply[1] in nodes:
+                self.leader_hint = reply[1]
+            await self.ctx.sleep(0.1)
+        raise _NoLeader("no table node took the DDL")
+
+
+__all__ = ["ClientConfig", "client_name", "tables_client"]
