@@ -8,9 +8,9 @@ named host with it. Processes are not registered here: a host answers for its ow
 Starting a Ray actor costs a new worker process (most of a second here), which would
 dominate restart latency. So the registry keeps `warm_pool` idle, already-started hosts
 per logical node; a spawn of a process with a host of its own takes one (one call) and
-the registry starts a replacement in the background, once no spawn took one on that node
-for `REFILL_DELAY` seconds: during a burst (a cluster starting its node trees) the
-replacements booting beside it took a second of CPU each from the spawns being waited for.
+the registry starts a replacement in the background. (Refilling only after a quiet
+second was tried: a one_for_all restart then started every child but the first cold, one
+after the other, and its supervisor missed a 5 s call in CI.)
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import ray
 
 from ..pid import Pid
 from .transport import ACTOR_MAX_CONCURRENCY, NAMESPACE, ClusterConfig
-
-REFILL_DELAY = 1.0  # seconds without a checkout on a node before its warm pool refills
 
 
 @dataclass
@@ -50,7 +48,6 @@ class Registry:
         self._followers: dict[str, asyncio.Task[Any]] = {}
         self.pool: dict[str, list[_Host]] = {node: [] for node in config.node_map}
         self._warming: dict[str, int] = {node: 0 for node in config.node_map}
-        self._refills: dict[str, asyncio.TimerHandle] = {}  # refills waiting for a quiet node
         self._me: Any = None
 
     async def warm(self) -> dict[str, int]:
@@ -65,9 +62,8 @@ class Registry:
         return {node: [h.id for h in pool] for node, pool in self.pool.items()}
 
     async def warming(self) -> int:
-        """Warm hosts still starting or waiting to (a burst of spawns leaves Ray workers
-        booting)."""
-        return sum(self._warming.values()) + len(self._refills)
+        """Warm hosts still starting (a burst of spawns leaves Ray workers booting)."""
+        return sum(self._warming.values())
 
     # --- hosts --------------------------------------------------------------------------
 
@@ -80,7 +76,7 @@ class Registry:
         pool = self.pool.get(node)
         host = pool.pop(0) if pool else None
         if node in self.pool:
-            self._refill_when_quiet(node)
+            self._replenish(node)
         if host is None:
             host = await self._create(node, None)
         return host.id, host.handle
@@ -123,17 +119,6 @@ class Registry:
         self.hosts[host_id] = host
         self._followers[host_id] = asyncio.get_running_loop().create_task(self._follow(host))
         return host
-
-    def _refill_when_quiet(self, node: str) -> None:
-        pending = self._refills.pop(node, None)
-        if pending is not None:
-            pending.cancel()
-        self._refills[node] = asyncio.get_running_loop().call_later(
-            REFILL_DELAY, self._refill_now, node)
-
-    def _refill_now(self, node: str) -> None:
-        self._refills.pop(node, None)
-        self._replenish(node)
 
     def _replenish(self, node: str) -> None:
         if self._me is None:
