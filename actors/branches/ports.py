@@ -67,23 +67,17 @@ class ClientKv:
                                request.failure)
 
 
-class EtcdKv:
+class EtcdKv(ClientKv):
     """A `KvPort` over etcd's v3 gRPC API (`actors/etcd/client.py`: Sediment's etcd
     endpoints, or any etcd). Reads are linearizable (etcd's default); a txn's Ranges
     pinned at a revision travel as etcd RequestOps. Errors are the KV's typed ones
-    (ErrCompacted makes a pinned read start over, as over the native client)."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    (ErrCompacted makes a pinned read start over, as over the native client). Only the
+    read's name differs from the native client's (`get`); the txn is the same call."""
 
     async def range(self, request: Range) -> RangeResult:
         return self.client.get(  # type: ignore[no-any-return]
             request.key, request.range_end, revision=request.revision, limit=request.limit,
             count_only=request.count_only, keys_only=request.keys_only)
-
-    async def txn(self, request: Txn) -> TxnResult:
-        return self.client.txn(request.compare, request.success,  # type: ignore[no-any-return]
-                               request.failure)
 
 
 class StoreKv:
