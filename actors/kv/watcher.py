@@ -159,6 +159,12 @@ async def _create(w: _Watcher, request: Any) -> Any:
     answer = _answer(effects, wp.Created, wp.Rejected, wp.Canceled)
     if not isinstance(answer, wp.Created):
         w.ctx.send(w.node, ("watch_ended", w.ctx.self(), wid))
+    elif start == 0:
+        # "from now" is the node's now, which may be ahead of this session's (its news
+        # of the revisions between is still on the way): the header says the revision
+        # the watch starts after, as etcd's does, or a client that resumes from the
+        # header would believe it was told of revisions it never sees
+        answer = replace(answer, revision=max(answer.revision, answer.start_revision - 1))
     return answer
 
 
