@@ -177,7 +177,7 @@ def _raft_host(cluster: Any, node: str) -> Any:
     from sediment.actors.log.shell.names import raft_name
 
     pid = cluster.rt.whereis(raft_name(cluster.spec.group, node))
-    return None if pid is None else pid.handle
+    return None if pid is None else cluster.rt.transport.handle(pid)
 
 
 def host_names(cluster: Any) -> dict[int, str]:
@@ -186,8 +186,11 @@ def host_names(cluster: Any) -> dict[int, str]:
 
     leader = cluster.leader()
     out: dict[int, str] = {}
-    handles = {id(p.handle): p.handle for p in cluster.rt.processes()
-               if getattr(p, "handle", None) is not None}
+    handles = {}  # pids travel without their host's handle: the transport knows it
+    for pid in cluster.rt.processes():
+        handle = cluster.rt.transport.handle(pid)
+        if handle is not None:
+            handles[pid.host or id(handle)] = handle
     for handle in handles.values():
         try:
             info = ray.get(handle.info.remote(), timeout=10)
@@ -296,6 +299,10 @@ def run_sediment(loads: list[str], profile: float, out_dir: Path, target: str = 
             first = cluster._raft_status(leader) or {}
             out["loads"][load] = check_perf(endpoints, load, host_names(cluster))
             last = cluster._raft_status(leader) or {}
+            now_leading = cluster.leader()
+            if now_leading != leader:  # its counters are not the load's: say so
+                out["loads"][load]["leader_changed"] = f"{leader} -> {now_leading}"
+                leader = now_leading or leader
             batches = last.get("batches", 0) - first.get("batches", 0)
             proposals = last.get("proposals", 0) - first.get("proposals", 0)
             out["loads"][load]["leader_batches"] = {
