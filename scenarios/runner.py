@@ -253,7 +253,8 @@ class _Run:
         for spec in s.traffic.watchers:
             for _ in range(spec.count):
                 node = self.nodes[len(self.watchers) % len(self.nodes)]
-                wcfg = watch_client.WatcherConfig(client, spec, node, self.recorder)
+                wcfg = watch_client.WatcherConfig(client, spec, node, self.recorder,
+                                                  s.traffic.client)
                 self.watchers.append(self.rt.spawn(
                     watch_client.watcher_client, wcfg, node=CLIENT_NODE, host=HARNESS_HOST,
                     label=f"watcher-{client}"))

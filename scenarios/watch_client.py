@@ -3,7 +3,9 @@
 It is opened when the scenario says, slow or paused as it says, resumed where it got to
 when its stream ends (as an etcd client does), and finally bookmarked at the last
 revision. Every response and the stream's end go to the run's recorder (`processes.py`).
-Like the other run processes it lives on the runner's `client` node.
+Like the other run processes it lives on the runner's `client` node. With `client: grpc`
+its watches go over an etcd Watch stream to the node's endpoint (`grpc_watch.py`)
+instead of a watch session process on the node.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sediment.actors.kv.names import kv_node_name
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
+from sediment.scenarios.grpc_watch import GrpcWatchStream
 from sediment.scenarios.history import WatchLog, WatchResponse
 from sediment.scenarios.observers import STATUS_TIMEOUT
 from sediment.scenarios.processes import wait_for_go
@@ -35,6 +38,60 @@ class WatcherConfig:
     spec: WatcherSpec
     node: str
     recorder: Pid
+    transport: str = "native"  # or "grpc": etcd's Watch stream (Ray only)
+
+
+class SessionLost(Exception):
+    """The watch stream broke or did not answer (as a CallError of a session)."""
+
+
+class _NativeSession:
+    """A watch session process on the node (the KV's own protocol)."""
+
+    def __init__(self, ctx: Process, pid: Pid) -> None:
+        self.ctx, self.pid = ctx, pid
+
+    async def create(self, request: wp.CreateWatch) -> Any:
+        return await self.ctx.call(self.pid, ("create", request), timeout=5)
+
+    async def next(self, wait: float) -> Any:
+        return await self.ctx.call(self.pid, ("next", wait), timeout=wait + 5)
+
+    async def progress(self) -> None:
+        await self.ctx.call(self.pid, ("progress",), timeout=5)
+
+    async def close(self) -> None:
+        with contextlib.suppress(CallError):
+            await self.ctx.call(self.pid, ("close",), timeout=STATUS_TIMEOUT)
+
+    async def abandon(self) -> None:
+        self.ctx.send(self.pid, ("close",))
+
+
+class _GrpcSession:
+    """An etcd Watch stream to the node's endpoint (`grpc_watch.py`)."""
+
+    def __init__(self, stream: GrpcWatchStream) -> None:
+        self.stream = stream
+
+    async def create(self, request: wp.CreateWatch) -> Any:
+        answer = await self.stream.create(request)
+        if answer is None:
+            raise SessionLost(self.stream.ended or "no created response")
+        return answer
+
+    async def next(self, wait: float) -> Any:
+        return await self.stream.next(wait)
+
+    async def progress(self) -> None:
+        if not await self.stream.progress():
+            raise SessionLost(self.stream.ended or "progress request not sent")
+
+    async def close(self) -> None:
+        await self.stream.close()
+
+    async def abandon(self) -> None:
+        await self.stream.close()
 
 
 @dataclass
@@ -43,7 +100,7 @@ class _Watching:
 
     ctx: Process
     cfg: WatcherConfig
-    session: Pid | None = None
+    session: _NativeSession | _GrpcSession | None = None
     log: WatchLog | None = None
     watch_id: int | None = None
     resume_at: int = 0  # the start of the next watch (0: from now)
@@ -118,8 +175,7 @@ async def watcher_client(ctx: Process, cfg: WatcherConfig) -> None:
     if w.log is not None:  # still open at the end: reported as open
         ctx.send(cfg.recorder, ("watch", w.log))
     if w.session is not None:
-        with contextlib.suppress(CallError):
-            await ctx.call(w.session, ("close",), timeout=STATUS_TIMEOUT)
+        await w.session.close()
     ctx.send(cfg.recorder, ("done", f"watcher-{cfg.client}"))
 
 
@@ -181,18 +237,15 @@ async def _open(w: _Watching) -> bool:
     ctx, cfg = w.ctx, w.cfg
     try:
         if w.session is None:
-            w.session = await ctx.call(kv_node_name(cfg.node),
-                                       ("open_watcher", ctx.self(), w.sessions), timeout=5)
-            w.sessions += 1  # a retry after a lost reply reuses the token: same session
-            ctx.send(cfg.recorder, ("session", cfg.client, w.session, cfg.node))
+            w.session = await _open_session(w)
         spec = cfg.spec
         request = wp.CreateWatch(KEY_PREFIX, KEYSPACE_END, w.resume_at, None, spec.prev_kv,
                                  "no_put" in spec.filters, "no_delete" in spec.filters)
         w.log = WatchLog(0, cfg.client, KEY_PREFIX, KEYSPACE_END, w.resume_at, ctx.now(),
                          spec.prev_kv, request.no_put, request.no_delete)
-        answer = await ctx.call(w.session, ("create", request), timeout=5)
-    except CallError:
-        _abandon(w)
+        answer = await w.session.create(request)
+    except (CallError, SessionLost):
+        await _abandon(w)
         if w.log is not None:
             w.end("lost")
         return False
@@ -209,11 +262,25 @@ async def _open(w: _Watching) -> bool:
     return False
 
 
-def _abandon(w: _Watching) -> None:
+async def _open_session(w: _Watching) -> _NativeSession | _GrpcSession:
+    ctx, cfg = w.ctx, w.cfg
+    if cfg.transport == "grpc":
+        stream = GrpcWatchStream(ctx, cfg.node)
+        if not await stream.open():
+            raise SessionLost(f"no etcd endpoint on {cfg.node}")
+        return _GrpcSession(stream)
+    pid = await ctx.call(kv_node_name(cfg.node), ("open_watcher", ctx.self(), w.sessions),
+                         timeout=5)
+    w.sessions += 1  # a retry after a lost reply reuses the token: same session
+    ctx.send(cfg.recorder, ("session", cfg.client, pid, cfg.node))
+    return _NativeSession(ctx, pid)
+
+
+async def _abandon(w: _Watching) -> None:
     """Give up on an unreachable session; ask it to close (if it still runs, its watches
     would hold the cluster's compaction back) and open a new one next time."""
     if w.session is not None:
-        w.ctx.send(w.session, ("close",))
+        await w.session.abandon()
     w.session = None
 
 
@@ -222,17 +289,19 @@ async def _poll(w: _Watching) -> None:
     assert w.session is not None
     try:
         if w.finish_head is not None or ctx.now() >= w.next_progress:
-            await ctx.call(w.session, ("progress",), timeout=5)
+            await w.session.progress()
             w.next_progress = ctx.now() + PROGRESS_EVERY
-        reply = await ctx.call(w.session, ("next", WATCH_POLL), timeout=WATCH_POLL + 5)
-    except CallError:
-        _abandon(w)
+        reply = await w.session.next(WATCH_POLL)
+    except (CallError, SessionLost):
+        await _abandon(w)
         w.end("lost")
         return
     responses = reply[2] if reply[0] == "closed" else reply[1]
     for r in responses:
         await _response(w, r)
     if reply[0] == "closed":
+        if isinstance(w.session, _GrpcSession):
+            await w.session.close()
         w.session = None
         w.end(str(reply[1]))
 
