@@ -34,6 +34,7 @@ not read any more. Times become seconds since the traffic started (`t0`).
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -137,19 +138,24 @@ def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
         if index not in claimed and isinstance(command, REQUEST_TYPES):
             unclaimed[_key(command)].append(index)
     out = list(ops)
-    done = sorted((op.complete_t, op.index) for op in ops if op.index is not None)
+    done = [(op.complete_t, op.index) for op in ops if op.index is not None]
     for answered in (True, False):
         waiting = sorted((op.invoke_t, i) for i, op in enumerate(ops)
                          if _unplaced(op) and (op.outcome == "ok") == answered)
-        floor, next_done = 0, 0  # the highest index answered before the current invoke
+        pending = sorted(done)  # a heap by completion time
+        floor = 0  # the highest index answered before the current invoke
         for invoke_t, i in waiting:
-            while next_done < len(done) and done[next_done][0] < invoke_t:
-                floor = max(floor, done[next_done][1])
-                next_done += 1
+            while pending and pending[0][0] < invoke_t:
+                floor = max(floor, heapq.heappop(pending)[1])
             free = unclaimed.get(_key(ops[i].request))
             pick = next((j for j, index in enumerate(free or ()) if index > floor), None)
             if free and pick is not None:
-                out[i] = replace(ops[i], index=free.pop(pick))
+                index = free.pop(pick)
+                out[i] = replace(ops[i], index=index)
+                if answered:  # placed: it bounds what is invoked after it completed
+                    placed = (ops[i].complete_t, index)
+                    heapq.heappush(pending, placed)
+                    done.append(placed)
     left = {index: entries[index] for indexes in unclaimed.values() for index in indexes}
     return out, left
 

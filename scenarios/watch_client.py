@@ -316,7 +316,23 @@ async def _response(w: _Watching, r: Any) -> None:
         if r.watch_id == wp.BROADCAST_ID:
             w.bookmarked = max(w.bookmarked, r.revision)
     elif isinstance(r, wp.Canceled) and r.watch_id == w.watch_id:
+        if _refused_on_the_wire(w, r):
+            assert w.log is not None
+            w.log = replace(w.log, created_t=None, effective_start=None)
         w.end(r.reason, r.compact_revision)
+
+
+def _refused_on_the_wire(w: _Watching, r: wp.Canceled) -> bool:
+    """etcd's Watch stream answers a start at or below the compaction (the admission
+    floor, here) with a created response and then the compacted cancel, where the native
+    session refuses the create: a compacted cancel before any other response of a watch
+    that asked for such a start is that refusal, and the watch was never live. (A live
+    watch canceled before its first response looks the same on etcd's wire, so over gRPC
+    `compaction_safe` cannot tell the two apart; runs with native sessions can.)"""
+    log = w.log
+    return (w.cfg.transport == "grpc" and log is not None and not log.responses
+            and r.reason == "compacted" and bool(log.start_revision)
+            and r.compact_revision >= log.start_revision)
 
 
 __all__ = ["WatcherConfig", "resume_point", "watcher_client"]
