@@ -29,7 +29,7 @@ from typing import Any
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import Compact, Range
 from sediment.actors.log.shell.names import raft_name
-from sediment.runtime.errors import CallError
+from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -187,6 +187,10 @@ class KvSession:
         self.ctx, self.nodes, self.timeout = ctx, nodes, timeout
         self.cursor = first
         self.leader: str | None = None
+        # each member's pid, looked up once (on Ray a lookup is a call to the registry
+        # actor: one per request made it the busiest process of a run); forgotten when
+        # a call finds the process gone
+        self.members: dict[str, Pid] = {}
 
     def _next_node(self) -> str:
         if self.leader is not None:
@@ -210,14 +214,20 @@ class KvSession:
             if attempt and attempt % len(self.nodes) == 0 and self.leader is None:
                 await ctx.sleep(min(RETRY_PAUSE, remaining))
             node = self._next_node()
-            pid = await ctx.whereis(raft_name(KV_GROUP, node))
+            pid = self.members.get(node) or await ctx.whereis(raft_name(KV_GROUP, node))
             if pid is None:  # the member is down: nothing was sent
                 self.leader = None
                 continue
+            self.members[node] = pid
             try:
                 reply = await ctx.call(pid, ("propose", command), timeout=max(remaining, 0.001))
+            except NoProc:  # it had ended (a restarted member has a new pid): not sent
+                self.leader = None
+                del self.members[node]
+                continue
             except CallError as exc:  # it may have been proposed: indeterminate
                 self.leader = None
+                self.members.pop(node, None)
                 return "info", Failure.of(exc), None
             tag = reply[0] if isinstance(reply, tuple) and reply else None
             if tag == "ok":
