@@ -17,6 +17,7 @@ messages into events, and carrying out each effect type).
   OTP's synchronous restarts and every phase of a compaction cycle require.
 - `serve(to_events)`: the whole process loop for a plain shell: drain, receive one
   message, turn it into events (none, one or several), repeat.
+- `after_step(hook)`: what the shell does once a step's effects have all run.
 - `arm_at` / `arm_after`: a timer for the core, through the process context: the
   message comes back to the shell's own mailbox at the deadline.
 
@@ -50,13 +51,13 @@ class CoreDriver(Generic[S, E, F]):
     """Owns a core's state and runs its steps; see the module docstring."""
 
     def __init__(self, ctx: Process, step: Callable[[S, E], tuple[S, Iterable[F]]],
-                 state: S, *, after_step: Callable[[list[F]], None] | None = None) -> None:
+                 state: S) -> None:
         self.ctx = ctx
         self.state = state
         self._step = step
         self._handlers: dict[type, Handler] = {}
         self._queue: deque[E] = deque()
-        self._after_step = after_step
+        self._after_step: Callable[[list[F]], None] | None = None
 
     def on(self, kind: type[X], handler: Callable[[X], Follow | Awaitable[Follow]]) -> None:
         """Carry out effects of type `kind` (or a subclass) with `handler`."""
@@ -68,6 +69,11 @@ class CoreDriver(Generic[S, E, F]):
         """Effects of these types need nothing done by this shell."""
         for kind in kinds:
             self.on(kind, _nothing)
+
+    def after_step(self, hook: Callable[[list[F]], None]) -> None:
+        """Call `hook(effects)` once every step's effects have run (a shell that hands
+        what the effects queued to a waiting caller)."""
+        self._after_step = hook
 
     def post(self, *events: E) -> None:
         """Queue events for the next `drain`."""

@@ -126,6 +126,14 @@ async def run_serve(ctx: Process) -> tuple[Log, float]:
     return driver.state, ctx.now() - started
 
 
+async def run_after_step(ctx: Process) -> list[str]:
+    notes: list[str] = []
+    driver = _driver(ctx, notes)
+    driver.after_step(lambda effects: notes.append(f"stepped {driver.state[-1]}: {len(effects)}"))
+    await driver.run(Ev("start"))
+    return notes
+
+
 async def run_unknown(ctx: Process) -> str:
     driver = _driver(ctx, [])
     try:
@@ -170,6 +178,12 @@ def test_serve_turns_timer_messages_into_events(rt: Any) -> None:
     log, elapsed = rt.run(run_serve)
     assert log == ("start", "a", "b", "c", "d", "timer")
     assert elapsed >= 0.5
+
+
+def test_the_after_step_hook_runs_once_the_effects_ran(rt: Any) -> None:
+    assert rt.run(run_after_step) == [
+        "n1", "fetched a", "n2", "stepped start: 4", "fetched d", "stepped a: 1",
+        "stepped b: 0", "stepped c: 1", "stepped d: 0"]
 
 
 def test_an_effect_without_handler_is_an_error(rt: Any) -> None:
