@@ -113,13 +113,16 @@ class CoreDriver(Generic[S, E, F]):
         self.post(*events)
         await self.drain()
 
-    async def serve(self, to_events: Callable[[Any], Awaitable[Iterable[E]]]) -> None:
+    async def serve(self, to_events: Callable[[Any], Awaitable[Iterable[E]]],
+                    receive: Callable[[], Awaitable[Any]] | None = None) -> None:
         """The process loop: drain, then receive one message and queue the events
         `to_events` makes of it (it also answers calls that need no core); forever,
-        until a handler or `to_events` raises (a process exit included)."""
+        until a handler or `to_events` raises (a process exit included). `receive`:
+        how the next message is taken (default: the oldest in the mailbox)."""
+        take = receive if receive is not None else self.ctx.receive
         while True:
             await self.drain()
-            self.post(*await to_events(await self.ctx.receive()))
+            self.post(*await to_events(await take()))
 
     def arm_at(self, deadline: float, msg: Any) -> None:
         """Deliver `msg` to this process at `deadline` (its clock)."""

@@ -44,14 +44,13 @@ LEADER_BEFORE_LAST_CHUNK = "install.leader.before_last_chunk"
 
 
 async def snapshot_message(shell: _Shell, state: RaftState,
-                           eff: rp.SendSnapshot) -> rt.InstallSnapshot | None:
+                           eff: rp.SendSnapshot) -> rt.InstallSnapshot | rp.SnapshotSendFailed:
     """Build one install step from the snapshot on disk (it must be the one asked for);
-    None, with SnapshotSendFailed queued for the core, when that snapshot is gone."""
+    SnapshotSendFailed, the event for the core, when that snapshot is gone."""
     gdir = shell.spec.group_dir(state.me)
     info = snapshot.latest(snapshot_dir(gdir))
     if info is None or info.index != eff.snapshot_index:
-        shell.pending.append(rp.SnapshotSendFailed(eff.to, eff.snapshot_index))
-        return None
+        return rp.SnapshotSendFailed(eff.to, eff.snapshot_index)
     base = dict(group=shell.spec.group, term=eff.term, leader=state.me,
                 snapshot_index=eff.snapshot_index, snapshot_term=eff.snapshot_term)
     if eff.step == "init":
@@ -109,12 +108,13 @@ def _staged(shell: _Shell) -> list[Entry]:
     return [shell.install_entries[i] for i in sorted(shell.install_entries)]
 
 
-def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
+def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> rp.SnapshotInstalled | None:
     """Stage chunk `chunk_no`. Chunk 0 of a snapshot already being staged starts it
     over: an install restarts from its first chunk (a new leader sending the snapshot
     of the same index after the last one died mid-install, or a lost reply); appended
     to the chunks staged before, it made a corrupt snapshot. The live entries stay
-    (keyed by index, they are the same committed entries)."""
+    (keyed by index, they are the same committed entries). The last chunk gives the
+    event that tells the core the snapshot is staged."""
     if shell.install_index != eff.snapshot_index:
         _abort_install(shell)
         shell.install_index = eff.snapshot_index
@@ -130,8 +130,8 @@ def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
     shell.install.write(eff.data)
     if eff.last:
         shell.install_live = eff.live_indexes
-        shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term,
-                                                  eff.membership))
+        return rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term, eff.membership)
+    return None
 
 
 async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> None:

@@ -74,6 +74,7 @@ from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
 from sediment.actors.log.storage.segrefs import SegRefs
 from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid, Ref
@@ -132,7 +133,6 @@ class _Shell:
     machine: HostedMachine = field(default_factory=lambda: ra_kv(""))
     snapshotting: bool = False
     trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
-    pending: list[Any] = field(default_factory=list)  # events the shell feeds itself
     install: Any = None  # the staged incoming snapshot's SnapshotWriter
     install_index: int = 0  # the incoming snapshot being staged
     install_entries: dict[int, Entry] = field(default_factory=dict)  # staged live entries
@@ -198,8 +198,15 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
                                   local_entry(state, shell.refs, gdir, i))
     _logger.info("raft server up", group=group, term=hard.term, snapshot=first - 1,
                  log=len(tail), segments=len(refs))
+    driver = _raft_driver(shell, state)
+
+    async def to_events(msg: Any) -> list[rp.Event]:
+        event = _event(shell, driver.state, msg)
+        return [] if event is None else [event]
+
     try:
-        await _step(shell, state, rp.Tick(ctx.now()))
+        driver.post(rp.Tick(ctx.now()))
+        await driver.serve(to_events, receive=lambda: _next_message(shell, driver.state))
     finally:
         shell.machine.close()
 
@@ -239,24 +246,42 @@ def _contiguous(first: int, entries: list[Entry], snap_term: int = 0) -> list[En
     return out
 
 
-async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
-    event: rp.Event | None = first
-    while True:
-        if event is not None:
-            state, effects = core.step(state, event)
-            if isinstance(event, rp.ProposeBatch) and state.role == "leader":
-                shell.open_batches.append(last_index(state))
-            for effect in effects:
-                await _execute(shell, state, effect)
-            raft_metrics.stepped(state, shell.machine)
-            trim = _trim_event(shell, state)
-            if trim is not None:
-                shell.pending.append(trim)
-            _schedule_tick(shell, state)
-        if shell.pending:
-            event = shell.pending.pop(0)
-            continue
-        event = _event(shell, state, await _next_message(shell, state))
+RaftDriver = CoreDriver[RaftState, rp.Event, rp.Effect]
+
+
+def _raft_driver(shell: _Shell, state: RaftState) -> RaftDriver:
+    """The core on the driver. After each step the shell records a leader's new proposal
+    batch (group commit), updates the metrics, tells the core about a snapshot nobody
+    needs the entries of any more (`_trim_event`) and sets its tick timer."""
+
+    def step(s: RaftState, event: rp.Event) -> tuple[RaftState, list[rp.Effect]]:
+        s, effects = core.step(s, event)
+        if isinstance(event, rp.ProposeBatch) and s.role == "leader":
+            shell.open_batches.append(last_index(s))
+        return s, effects
+
+    def after_step(effects: list[rp.Effect]) -> None:
+        now = driver.state
+        raft_metrics.stepped(now, shell.machine)
+        trim = _trim_event(shell, now)
+        if trim is not None:
+            driver.post(trim)
+        _schedule_tick(shell, now)
+
+    driver: RaftDriver = CoreDriver(shell.ctx, step, state)
+    driver.on(rp.PersistHardState, lambda effect: _persist(shell, effect))
+    driver.on(rp.AppendToLog, lambda effect: _append(shell, effect))
+    driver.ignore(rp.TruncateLog)  # the WAL drops the conflicting suffix on overwrite
+    driver.on(rp.Send, lambda effect: _send(shell, effect.to, effect.msg))
+    driver.on(rp.Apply, lambda effect: _apply(shell, driver.state, effect.entries))
+    driver.on(rp.Reply, lambda effect: _reply(shell, effect))
+    driver.on(rp.LeaderChanged, lambda effect: _leader_changed(shell, effect))
+    driver.on(rp.SendSnapshot, lambda effect: _send_snapshot(shell, driver.state, effect))
+    driver.on(rp.WriteSparse, lambda effect: install.write_sparse(shell, effect))
+    driver.on(rp.StoreSnapshotChunk, lambda effect: install.store_chunk(shell, effect))
+    driver.on(rp.RestoreMachine, lambda effect: install.restore(shell, driver.state, effect))
+    driver.after_step(after_step)
+    return driver
 
 
 LEADER_BEFORE_APPLY = "raft.leader.before_apply"
@@ -482,37 +507,31 @@ def _read(state: RaftState, index: int) -> Any:
     return ("error", "not_in_memory")
 
 
-async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
+def _persist(shell: _Shell, effect: rp.PersistHardState) -> None:
+    shell.meta.save(HardState(effect.term, effect.voted_for), fp=shell.ctx.failpoint_sync)
+
+
+def _append(shell: _Shell, effect: rp.AppendToLog) -> None:
     ctx = shell.ctx
-    if isinstance(effect, rp.PersistHardState):
-        shell.meta.save(HardState(effect.term, effect.voted_for), fp=ctx.failpoint_sync)
-    elif isinstance(effect, rp.AppendToLog):
-        ctx.send(shell.wal, WalWriteReq(shell.spec.group,
-                                        tuple(to_stored(e) for e in effect.entries), ctx.self()))
-    elif isinstance(effect, rp.TruncateLog):
-        pass  # the WAL drops the conflicting suffix when the new entries overwrite it
-    elif isinstance(effect, rp.Send):
-        await _send(shell, effect.to, effect.msg)
-    elif isinstance(effect, rp.Apply):
-        await _apply(shell, state, effect.entries)
-    elif isinstance(effect, rp.Reply):
-        _reply(shell, effect)
-    elif isinstance(effect, rp.LeaderChanged):
-        shell.leader = (effect.leader, effect.term)
-        for pid in shell.listeners:
-            ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
-    elif isinstance(effect, rp.SendSnapshot):
-        msg = await install.snapshot_message(shell, state, effect)
-        if msg is not None:
-            await _send(shell, effect.to, msg)
-    elif isinstance(effect, rp.WriteSparse):
-        await install.write_sparse(shell, effect)
-    elif isinstance(effect, rp.StoreSnapshotChunk):
-        install.store_chunk(shell, effect)
-    elif isinstance(effect, rp.RestoreMachine):
-        await install.restore(shell, state, effect)
-    else:
-        _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
+    ctx.send(shell.wal, WalWriteReq(shell.spec.group,
+                                    tuple(to_stored(e) for e in effect.entries), ctx.self()))
+
+
+def _leader_changed(shell: _Shell, effect: rp.LeaderChanged) -> None:
+    shell.leader = (effect.leader, effect.term)
+    for pid in shell.listeners:
+        shell.ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
+
+
+async def _send_snapshot(shell: _Shell, state: RaftState,
+                         effect: rp.SendSnapshot) -> rp.Event | None:
+    """One install step to the follower; SnapshotSendFailed for the core when the
+    snapshot it asked for is gone."""
+    msg = await install.snapshot_message(shell, state, effect)
+    if isinstance(msg, rp.SnapshotSendFailed):
+        return msg
+    await _send(shell, effect.to, msg)
+    return None
 
 
 BACKGROUND_PAUSE = 0.01  # seconds of quiet before each piece of a machine's background work
