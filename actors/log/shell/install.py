@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sediment.actors.log.raft import protocol as rp
@@ -51,16 +52,17 @@ async def snapshot_message(shell: _Shell, state: RaftState,
     info = snapshot.latest(snapshot_dir(gdir))
     if info is None or info.index != eff.snapshot_index:
         return rp.SnapshotSendFailed(eff.to, eff.snapshot_index)
-    base = dict(group=shell.spec.group, term=eff.term, leader=state.me,
-                snapshot_index=eff.snapshot_index, snapshot_term=eff.snapshot_term)
+    init = rt.InstallSnapshot(group=shell.spec.group, term=eff.term, leader=state.me,
+                              snapshot_index=eff.snapshot_index,
+                              snapshot_term=eff.snapshot_term, phase="init")
     if eff.step == "init":
-        msg = rt.InstallSnapshot(phase="init", **base)  # type: ignore[arg-type]
+        msg = init
     elif eff.step == "pre":
         live = [i for i in info.state.live_in(eff.live_from + 1, eff.snapshot_index)]
         batch = live[:INSTALL_LIVE_BATCH]
         entries = tuple([await _entry(shell, state, i) for i in batch])
-        msg = rt.InstallSnapshot(phase="pre", live_entries=entries,  # type: ignore[arg-type]
-                                 last=len(live) <= INSTALL_LIVE_BATCH, **base)
+        msg = replace(init, phase="pre", live_entries=entries,
+                      last=len(live) <= INSTALL_LIVE_BATCH)
     else:
         chunks = shell.chunks.get(info.index)
         if chunks is None:
@@ -72,11 +74,9 @@ async def snapshot_message(shell: _Shell, state: RaftState,
         if final:
             await shell.ctx.failpoint(LEADER_BEFORE_LAST_CHUNK)
             conf = from_meta(info.meta) or shell.spec.raft_config().bootstrap
-        msg = rt.InstallSnapshot(phase="last" if final else "next",  # type: ignore[arg-type]
-                                 chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n,
-                                 last=final, **base,
-                                 live_indexes=info.state.live_indexes if final else (),
-                                 membership=conf)
+        msg = replace(init, phase="last" if final else "next",
+                      chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n, last=final,
+                      live_indexes=info.state.live_indexes if final else (), membership=conf)
     return msg
 
 
@@ -225,7 +225,7 @@ async def _land(shell: _Shell, live: list[Stored], keep: list[Stored], prev: int
     above the snapshot again; wait until both are durable."""
     ctx, group = shell.ctx, shell.spec.group
     tag = ("install", ctx.now())
-    batches = [(tuple(live), prev)] if live else []
+    batches: list[tuple[tuple[Stored, ...], int | None]] = [(tuple(live), prev)] if live else []
     if keep:
         batches.append((tuple(keep), None))
     for stored, after in batches:

@@ -35,7 +35,6 @@ compaction pass, pending and not yet started or finished on the leader), and
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -288,11 +287,16 @@ LEADER_BEFORE_APPLY = "raft.leader.before_apply"
 LEADER_BEFORE_BACKGROUND = "raft.leader.before_background"
 
 
-@functools.cache
+_APPLY_POINTS: dict[type, str] = {}
+
+
 def before_apply_point(command_type: type) -> str:
     """The failpoint a leader reaches before it applies an entry of `command_type` (made
     once per type: the leader asks for it at every entry it applies)."""
-    return f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
+    point = _APPLY_POINTS.get(command_type)
+    if point is None:
+        point = _APPLY_POINTS[command_type] = f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
+    return point
 
 
 async def _next_message(shell: _Shell, state: RaftState) -> Any:
@@ -433,7 +437,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         _set_eager(shell, request[1], request[2] if len(request) > 2 else True)
         ctx.reply(call.from_, ("ok", shell.machine.applied))
     elif kind == "get":
-        return _get(shell, state, call, request[1])
+        _get(shell, state, call, request[1])
     elif kind == "query":
         ctx.reply(call.from_, shell.machine.query(request[1]))
     elif kind == "compact":
@@ -659,7 +663,7 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
     result = effect.result
-    ref = effect.ref
+    ref: Any = effect.ref  # a proposer's CallRef, or (a reader's CallRef, its query)
     if isinstance(ref, tuple):  # a read: (the caller, its query)
         ref, query = ref
         if isinstance(result, rp.ReadReady):  # served at the machine's applied index (>= it)
