@@ -59,7 +59,8 @@ from sediment.actors.log.shell.log_worker import (
     snapshot_dir,
 )
 from sediment.actors.log.shell.meta import MetaStore
-from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.names import segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.peers import Peers
 from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import (
     CompactionApplied,
@@ -67,6 +68,7 @@ from sediment.actors.log.shell.segment_writer import (
     SnapshotStateChanged,
     segment_dir,
 )
+from sediment.actors.log.shell.waiters import Waiters
 from sediment.actors.log.shell.wal_server import WalRead, WalRejected, WalWriteReq, WalWritten
 from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.records import Entry as Stored
@@ -76,7 +78,7 @@ from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
-from sediment.runtime.pid import Pid, Ref
+from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.log.raft")
@@ -138,12 +140,8 @@ class _Shell:
     install_live: tuple[int, ...] = ()  # the staged snapshot's whole live set
     installs: int = 0  # snapshots installed from a leader
     chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
-    compact_waiters: list[Any] = field(default_factory=list)
-    peers: dict[str, Pid] = field(default_factory=dict)
-    peer_monitors: dict[Ref, str] = field(default_factory=dict)
-    peer_retry: dict[str, float] = field(default_factory=dict)  # down member: look up again at
-    results: dict[int, Any] = field(default_factory=dict)
-    waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
+    peers: Peers = field(default_factory=lambda: Peers(""))
+    waiters: Waiters = field(default_factory=Waiters)
     listeners: list[Pid] = field(default_factory=list)
     appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
     batches: int = 0  # ProposeBatch events stepped (proposals / batches: the batching)
@@ -185,7 +183,7 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
     shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
-                   machine=spec.machine(gdir), busy=True)
+                   machine=spec.machine(gdir), busy=True, peers=Peers(group))
     set_clock = getattr(shell.machine, "set_clock", None)
     if set_clock is not None:  # a machine that records when things happened (replay pins)
         set_clock(ctx.now)
@@ -355,9 +353,7 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         _logger.error("WAL rejected a write (gap)", group=msg.group, resend_from=msg.from_index)
         return None
     if isinstance(msg, Down):
-        name = shell.peer_monitors.pop(msg.ref, None)
-        if name is not None:
-            shell.peers.pop(name, None)
+        shell.peers.down(msg.ref)
         for subscribers in (shell.listeners, shell.appliers):
             if msg.pid in subscribers:
                 subscribers.remove(msg.pid)
@@ -387,9 +383,9 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         return None
     if isinstance(msg, CompactionDone):
         _compacted(shell, msg.result)
-        for waiter in shell.compact_waiters:
+        for waiter in shell.waiters.compactions:
             ctx.reply(waiter, ("ok", msg.result.type, len(msg.result.linked)))
-        shell.compact_waiters.clear()
+        shell.waiters.compactions.clear()
         return None
     _logger.warning("raft server got an unexpected message", message=repr(msg)[:200])
     return None
@@ -441,7 +437,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     elif kind == "query":
         ctx.reply(call.from_, shell.machine.query(request[1]))
     elif kind == "compact":
-        shell.compact_waiters.append(call.from_)
+        shell.waiters.compactions.append(call.from_)
         ctx.send(shell.worker, MajorCompaction(tuple(shell.refs), shell.snap_state, ctx.self()))
     else:
         ctx.reply(call.from_, ("error", ("unknown_request", request)))
@@ -540,27 +536,10 @@ async def _send_snapshot(shell: _Shell, state: RaftState,
 
 BACKGROUND_PAUSE = 0.01  # seconds of quiet before each piece of a machine's background work
 BACKGROUND_MAX_WAIT = 0.1  # seconds at most between its pieces under a steady load
-PEER_LOOKUP_BACKOFF = 0.5  # seconds between name lookups of a member that is down
 
 
 async def _send(shell: _Shell, node: str, msg: Any) -> None:
-    """Send to a member's raft server; while it is down the message is lost, as on a
-    network. A down member is looked up again only every PEER_LOOKUP_BACKOFF: a lookup
-    is a round trip to the registry, and a leader doing one per heartbeat for a dead
-    peer falls behind its own timers on a loaded machine."""
-    pid = shell.peers.get(node)
-    ctx = shell.ctx
-    if pid is None:
-        if ctx.now() < shell.peer_retry.get(node, 0.0):
-            return
-        pid = await ctx.whereis(raft_name(shell.spec.group, node))
-        if pid is None:
-            shell.peer_retry[node] = ctx.now() + PEER_LOOKUP_BACKOFF
-            return
-        shell.peer_retry.pop(node, None)
-        shell.peers[node] = pid
-        shell.peer_monitors[ctx.monitor(pid)] = node
-    ctx.send(pid, msg)
+    await shell.peers.send(shell.ctx, node, msg)
 
 
 async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
@@ -590,11 +569,9 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
                 if isinstance(entry.command, rt.ConfChange):  # the raft core's: a no-op
                     entry = replace(entry, command=None)
                 result = machine.apply(entry) if fresh else None
-                waiter = shell.waiting.pop(entry.index, None)
+                waiter = shell.waiters.applied(entry.index, result)
                 if waiter is not None:
                     answers.append((waiter, ("ok", entry.index, result)))
-                else:
-                    shell.results[entry.index] = result
                 i += 1
         for waiter, answer in answers:
             ctx.reply(waiter, answer)
@@ -609,9 +586,7 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
             shell.ctx.send_after(LAZY_NOTICE, shell.ctx.self(), _LazyNotice())
     if entries and not shell.busy:  # an entry may have left background work (compaction)
         shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
-    if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
-        for index in sorted(shell.results)[:5_000]:
-            del shell.results[index]
+    shell.waiters.bound()
     _maybe_snapshot(shell, state, entries[-1] if entries else None)
 
 
@@ -670,10 +645,9 @@ def _reply(shell: _Shell, effect: rp.Reply) -> None:
             shell.ctx.reply(ref, ("ok", shell.machine.applied, shell.machine.query(query)))
             return
     if isinstance(result, rp.Committed):
-        if result.index in shell.results:
-            shell.ctx.reply(ref, ("ok", result.index, shell.results.pop(result.index)))
-        else:
-            shell.waiting[result.index] = ref
+        applied, value = shell.waiters.committed(result.index, ref)
+        if applied:
+            shell.ctx.reply(ref, ("ok", result.index, value))
     elif isinstance(result, rp.NotLeader):
         shell.ctx.reply(ref, ("not_leader", result.leader_hint))
     elif isinstance(result, rp.Refused):
