@@ -134,12 +134,7 @@ class _Shell:
     machine: HostedMachine = field(default_factory=lambda: ra_kv(""))
     snapshotting: bool = False
     trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
-    install: Any = None  # the staged incoming snapshot's SnapshotWriter
-    install_index: int = 0  # the incoming snapshot being staged
-    install_entries: dict[int, Entry] = field(default_factory=dict)  # staged live entries
-    install_live: tuple[int, ...] = ()  # the staged snapshot's whole live set
-    installs: int = 0  # snapshots installed from a leader
-    chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
+    staging: install.Staging = field(default_factory=install.Staging)
     peers: Peers = field(default_factory=lambda: Peers(""))
     waiters: Waiters = field(default_factory=Waiters)
     listeners: list[Pid] = field(default_factory=list)
@@ -458,7 +453,7 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
             **shell.machine.status(), "snapshot_index": state.snap_index,
             "live_indexes": len(shell.snap_state.live_indexes),
             "segments": [(r.file, r.first, r.last) for r in shell.refs],
-            "installs": shell.installs, "batches": shell.batches,
+            "installs": shell.staging.installed, "batches": shell.batches,
             "proposals": shell.proposals, **_membership_status(state)}
 
 
