@@ -10,11 +10,11 @@ message, as OTP's synchronous restarts require.
 from __future__ import annotations
 
 import contextlib
-from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sediment import log, metrics
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import ProcessExit, ReceiveTimeout
 from sediment.runtime.messages import Call, CallRef, Down, Exit
 from sediment.runtime.pid import Pid
@@ -39,17 +39,20 @@ class _Scheduled:
 async def supervisor(ctx: Process, flags: SupFlags, specs: list[ChildSpec],
                      report_to: Pid | None = None, seed: int = 0) -> None:
     """Process entry: supervise `specs` under `flags` until stopped or escalating."""
-    state = core.init(flags, specs, seed)
+    driver: CoreDriver[core.SupervisorState, p.Event, p.Effect] = CoreDriver(
+        ctx, core.step, core.init(flags, specs, seed))
     ctx.trap_exit(True)
     shell = _Shell(ctx, report_to)
-    pending: deque[p.Event] = deque([p.Start()])
-    while True:
-        event = pending.popleft() if pending else await shell.next_event()
-        if event is None:
-            continue
-        state, effects = core.step(state, event)
-        for effect in effects:
-            pending.extend(await shell.execute(effect))
+    driver.on(p.SpawnChild, shell.spawn_child)
+    driver.on(p.StopChild, shell.stop_child)
+    driver.on(p.StopChildren, shell.stop_children)
+    driver.on(p.Reply, lambda effect: ctx.reply(effect.reply_to, effect.value))
+    driver.on(p.Schedule, lambda effect: driver.arm_after(effect.delay,
+                                                          _Scheduled(effect.event)))
+    driver.on(p.Report, shell.report)
+    driver.on(p.Exit, shell.exit)
+    driver.post(p.Start())
+    await driver.serve(shell.events)
 
 
 class _Shell:
@@ -58,9 +61,12 @@ class _Shell:
         self.report_to = report_to
         self.stop_waiters: list[CallRef] = []
 
-    async def next_event(self) -> p.Event | None:
+    async def events(self, msg: Any) -> list[p.Event]:
+        event = self._event(msg)
+        return [] if event is None else [event]
+
+    def _event(self, msg: Any) -> p.Event | None:
         ctx = self.ctx
-        msg = await ctx.receive()
         if isinstance(msg, Exit):
             if msg.pid == ctx.parent:
                 return p.StopRequest(msg.reason)
@@ -96,28 +102,23 @@ class _Shell:
         event: p.Event = make()
         return event
 
-    async def execute(self, effect: p.Effect) -> list[p.Event]:
-        """Carry out one effect; returns the result events the core must see next."""
-        ctx = self.ctx
-        if isinstance(effect, p.SpawnChild):
-            return [p.StartResult(effect.id, await self._spawn(effect))]
-        if isinstance(effect, p.StopChild):
-            reasons = await self._stop([effect.pid], effect.shutdown)
-            return [p.TerminateResult(effect.id, effect.pid, reasons[effect.pid])]
-        if isinstance(effect, p.StopChildren):
-            reasons = await self._stop([pid for _, pid in effect.children], effect.shutdown)
-            return [p.TerminateResult(key, pid, reasons[pid]) for key, pid in effect.children]
-        if isinstance(effect, p.Reply):
-            ctx.reply(effect.reply_to, effect.value)
-        elif isinstance(effect, p.Schedule):
-            ctx.send_after(effect.delay, ctx.self(), _Scheduled(effect.event))
-        elif isinstance(effect, p.Report):
-            self._report(effect)
-        elif isinstance(effect, p.Exit):
-            for waiter in self.stop_waiters:
-                ctx.reply(waiter, "ok")
-            raise ProcessExit(effect.reason)
-        return []
+    # effects; a spawn's or a stop's result is the event the core must see next
+
+    async def spawn_child(self, effect: p.SpawnChild) -> p.Event:
+        return p.StartResult(effect.id, await self._spawn(effect))
+
+    async def stop_child(self, effect: p.StopChild) -> p.Event:
+        reasons = await self._stop([effect.pid], effect.shutdown)
+        return p.TerminateResult(effect.id, effect.pid, reasons[effect.pid])
+
+    async def stop_children(self, effect: p.StopChildren) -> list[p.Event]:
+        reasons = await self._stop([pid for _, pid in effect.children], effect.shutdown)
+        return [p.TerminateResult(key, pid, reasons[pid]) for key, pid in effect.children]
+
+    def exit(self, effect: p.Exit) -> None:
+        for waiter in self.stop_waiters:
+            self.ctx.reply(waiter, "ok")
+        raise ProcessExit(effect.reason)
 
     async def _spawn(self, effect: p.SpawnChild) -> p.StartOutcome:
         try:
@@ -167,7 +168,7 @@ class _Shell:
                 reasons[pid] = queued.reason
         return reasons
 
-    def _report(self, effect: p.Report) -> None:
+    def report(self, effect: p.Report) -> None:
         metrics.SUPERVISOR_EVENTS.inc(tags={"kind": effect.kind})
         level = "info" if effect.kind in ("child_terminated", "restart_backoff") else "error"
         getattr(_logger, level)("supervisor report", kind=effect.kind,

@@ -29,6 +29,7 @@ from sediment.actors.kv.admission import CycleId
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, CallTimeout
 from sediment.runtime.process import Process
 
@@ -63,23 +64,33 @@ class _Timer:
     phase: str
 
 
+CoordinatorDriver = CoreDriver[cc.CoordinatorState, cc.Event, cc.Effect]
+
+
 async def coordinator(ctx: Process, nodes: tuple[str, ...], term: int, compaction_revision: int,
                       config: cc.CoordinatorConfig) -> None:
     """Process entry: run cycles until killed (leadership lost)."""
-    state = cc.init(config, compaction_revision)
-    pending: list[cc.Event] = [cc.Start(ctx.now(), term, nodes, compaction_revision)]
+    driver: CoordinatorDriver = CoreDriver(ctx, cc.step, cc.init(config, compaction_revision))
+    driver.on(cc.SendMinRequest, lambda effect: _to_node(
+        ctx, effect.node, MinRequest(effect.cycle, ctx.self())))
+    driver.on(cc.SendNotice, lambda effect: _to_node(
+        ctx, effect.node, Notice(effect.cycle, effect.revision, effect.attempt, ctx.self())))
+    driver.on(cc.SendRollback, lambda effect: _to_node(
+        ctx, effect.node, Rollback(effect.cycle, effect.revision)))
+    driver.on(cc.SetTimer, lambda effect: driver.arm_at(
+        effect.deadline, _Timer(effect.cycle, effect.phase)))
+    driver.on(cc.ProposeCompact, lambda effect: _propose(ctx, effect, config.propose_timeout))
+    driver.on(cc.QueryHold, lambda effect: _hold(ctx, effect, nodes, config.min_timeout))
+    driver.on(cc.CycleEnded, lambda effect: _cycle_ended(ctx, effect))
+
+    async def to_events(msg: Any) -> list[cc.Event]:
+        event = _event(ctx, msg)
+        return [] if event is None else [event]
+
+    driver.post(cc.Start(ctx.now(), term, nodes, compaction_revision))
     _logger.info("compaction coordinator up", term=term, nodes=nodes,
                  compaction_revision=compaction_revision)
-    while True:
-        while pending:
-            state, effects = cc.step(state, pending.pop(0))
-            for effect in effects:
-                follow = await _execute(ctx, effect, config, nodes)
-                if follow is not None:
-                    pending.append(follow)
-        event = _event(ctx, await ctx.receive())
-        if event is not None:
-            pending.append(event)
+    await driver.serve(to_events)
 
 
 def _event(ctx: Process, msg: Any) -> cc.Event | None:
@@ -98,29 +109,12 @@ def _event(ctx: Process, msg: Any) -> cc.Event | None:
     return None
 
 
-async def _execute(ctx: Process, effect: cc.Effect, config: cc.CoordinatorConfig,
-                   nodes: tuple[str, ...]) -> cc.Event | None:
-    """Run one effect; a proposal's outcome is returned as the event it produces."""
-    if isinstance(effect, cc.SendMinRequest):
-        await _to_node(ctx, effect.node, MinRequest(effect.cycle, ctx.self()))
-    elif isinstance(effect, cc.SendNotice):
-        await _to_node(ctx, effect.node,
-                       Notice(effect.cycle, effect.revision, effect.attempt, ctx.self()))
-    elif isinstance(effect, cc.SendRollback):
-        await _to_node(ctx, effect.node, Rollback(effect.cycle, effect.revision))
-    elif isinstance(effect, cc.SetTimer):
-        ctx.send_at(effect.deadline, ctx.self(), _Timer(effect.cycle, effect.phase))
-    elif isinstance(effect, cc.ProposeCompact):
-        return await _propose(ctx, effect, config.propose_timeout)
-    elif isinstance(effect, cc.QueryHold):
-        return await _hold(ctx, effect, nodes, config.min_timeout)
-    elif isinstance(effect, cc.CycleEnded):
-        kv_metrics.cycle_ended(ctx.self().node, effect)
-        _logger.info("compaction cycle ended", cycle=(effect.cycle.term, effect.cycle.seq),
-                     outcome=effect.outcome, revision=effect.revision, failed=effect.nodes,
-                     mins=dict(effect.mins),
-                     seconds=round(effect.duration, 3))
-    return None
+def _cycle_ended(ctx: Process, effect: cc.CycleEnded) -> None:
+    kv_metrics.cycle_ended(ctx.self().node, effect)
+    _logger.info("compaction cycle ended", cycle=(effect.cycle.term, effect.cycle.seq),
+                 outcome=effect.outcome, revision=effect.revision, failed=effect.nodes,
+                 mins=dict(effect.mins),
+                 seconds=round(effect.duration, 3))
 
 
 async def _to_node(ctx: Process, node: str, msg: Any) -> None:

@@ -29,12 +29,14 @@ from sediment.actors.kv import reads
 from sediment.actors.kv import watch_core as wc
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, KvError
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.kv.watcher")
-TO_CLIENT = (wp.Deliver, wp.Progress, wp.Canceled)
+
+WatchDriver = CoreDriver[wc.WatcherState, wp.WatcherEvent, wp.Effect]
 
 
 @dataclass
@@ -42,15 +44,18 @@ class _Watcher:
     ctx: Process
     node: Pid
     raft: Pid
-    state: wc.WatcherState
+    driver: WatchDriver  # the core's state and the events still to step
     outbox: list[Any] = field(default_factory=list)
     parked: Any = None  # the From of a waiting ("next") call
     reported: dict[int, int] = field(default_factory=dict)
-    pending: list[wp.WatcherEvent] = field(default_factory=list)
     tick_at: float | None = None
     closed: str | None = None
     next_id: int = 0  # the next auto watch id: never reused in a session
     owner: Pid | None = None  # the client process the session ends with, if any
+
+    @property
+    def state(self) -> wc.WatcherState:
+        return self.driver.state
 
 
 @dataclass(frozen=True)
@@ -69,15 +74,22 @@ async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int
     """Process entry: serve one session until it is closed, or its node or owner goes
     away."""
     config = wc.WatcherConfig(max_pending=max_pending, progress_interval=progress_interval)
-    w = _Watcher(ctx, node, raft, wc.init(config, committed, floor, ctx.now()), owner=owner)
+    driver: WatchDriver = CoreDriver(ctx, wc.step, wc.init(config, committed, floor, ctx.now()))
+    w = _Watcher(ctx, node, raft, driver, owner=owner)
+    driver.on(wp.Deliver, lambda effect: _to_client(w, effect))
+    driver.on(wp.Progress, lambda effect: _to_client(w, effect))
+    driver.on(wp.Canceled, lambda effect: _to_client(w, effect))
+    driver.on(wp.FetchHistory, lambda effect: _fetch(w, effect))
+    driver.on(wp.CloseWatcher, lambda effect: _close(w, effect.reason))
+    driver.ignore(wp.Created, wp.Rejected)  # answers to the call that stepped them
+    driver.after_step(lambda effects: _answer_if_parked(w))
     ctx.monitor(node)
     if owner is not None:
         ctx.monitor(owner)
     while w.closed is None:
         msg = await ctx.receive()
         await _handle(w, msg)
-        while w.pending and w.closed is None:
-            await _step(w, w.pending.pop(0))
+        await driver.drain(while_=lambda: w.closed is None)
         _report(w)
         _schedule_tick(w)
     kv_metrics.watch_session_closed(ctx.self().node, w.closed)
@@ -90,9 +102,9 @@ async def _handle(w: _Watcher, msg: Any) -> None:
         _, revision, events = msg
         event = (wp.Committed(revision, events) if events is not None
                  else wp.Advanced(revision))
-        w.pending.append(event)
+        w.driver.post(event)
     elif isinstance(msg, tuple) and msg and msg[0] == "floor":
-        w.pending.append(wp.FloorRaised(msg[1]))
+        w.driver.post(wp.FloorRaised(msg[1]))
     elif msg == ("close",):
         w.closed = "client"
     elif isinstance(msg, Call):
@@ -102,7 +114,7 @@ async def _handle(w: _Watcher, msg: Any) -> None:
             _answer_parked(w, [])
     elif isinstance(msg, _Tick):
         w.tick_at = None
-        w.pending.append(wp.Tick(w.ctx.now()))
+        w.driver.post(wp.Tick(w.ctx.now()))
     elif isinstance(msg, Down) and msg.pid == w.node:
         w.closed = "node_down"
     elif isinstance(msg, Down) and msg.pid == w.owner:
@@ -183,22 +195,27 @@ def _free_id(w: _Watcher) -> int:
 
 
 async def _step(w: _Watcher, event: wp.WatcherEvent) -> list[Any]:
-    """One core step; client-bound effects queue in the outbox (answered to a waiting
-    pull at once), a history fetch is served and its answer queued as the next event."""
-    w.state, effects = wc.step(w.state, event)
-    for effect in effects:
-        if isinstance(effect, TO_CLIENT):
-            w.outbox.append(effect)
-            if isinstance(effect, wp.Canceled):
-                w.ctx.send(w.node, ("watch_ended", w.ctx.self(), effect.watch_id))
-                kv_metrics.watch_canceled(w.ctx.self().node, effect.reason)
-        elif isinstance(effect, wp.FetchHistory):
-            w.pending.append(await _fetch(w, effect))
-        elif isinstance(effect, wp.CloseWatcher):
-            w.closed = effect.reason
+    """One core step now (for a call that answers with its effects); a history fetch's
+    answer is queued as the next event."""
+    return await w.driver.step(event)
+
+
+def _to_client(w: _Watcher, effect: wp.Deliver | wp.Progress | wp.Canceled) -> None:
+    """Client-bound effects queue in the outbox (answered to a waiting pull once the
+    step is done)."""
+    w.outbox.append(effect)
+    if isinstance(effect, wp.Canceled):
+        w.ctx.send(w.node, ("watch_ended", w.ctx.self(), effect.watch_id))
+        kv_metrics.watch_canceled(w.ctx.self().node, effect.reason)
+
+
+def _close(w: _Watcher, reason: str) -> None:
+    w.closed = reason
+
+
+def _answer_if_parked(w: _Watcher) -> None:
     if w.outbox and w.parked is not None:
         _answer_parked(w, _take(w))
-    return effects
 
 
 async def _fetch(w: _Watcher, f: wp.FetchHistory) -> wp.WatcherEvent:
@@ -231,7 +248,7 @@ def _take(w: _Watcher) -> list[Any]:
     out, w.outbox = w.outbox, []
     seqs = [r.seq for r in out if isinstance(r, wp.Deliver)]
     if seqs:  # stepped by the main loop: an ack may let the next replay fetch go out
-        w.pending.append(wp.Ack(max(seqs)))
+        w.driver.post(wp.Ack(max(seqs)))
     return out
 
 

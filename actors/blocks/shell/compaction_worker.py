@@ -39,6 +39,7 @@ from sediment.actors.blocks.jobs import AssignedJob, JobStatus, PollRequest, Pol
 from sediment.actors.blocks.shell import locate
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.offload import run_blocking
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
@@ -70,7 +71,6 @@ class _JobOutcome:
 class _Worker:
     ctx: Process
     config: BlocksConfig
-    state: wk.WorkerState
     leader: str | None = None  # the node whose service answered last
     poll: asyncio.Task[None] | None = None
     poll_seq: int = 0
@@ -87,83 +87,95 @@ class _Worker:
 
 async def compaction_worker(ctx: Process, config: BlocksConfig) -> None:
     """Process entry: poll, merge and report until stopped."""
-    w = _Worker(ctx, config, wk.initial(config.worker))
-    ctx.send_after(config.tick_interval, ctx.self(), _Tick())
+    w = _Worker(ctx, config)
+    driver: CoreDriver[wk.WorkerState, wk.Event, wk.Effect] = CoreDriver(
+        ctx, wk.step, wk.initial(config.worker))
+    driver.on(wk.SendPoll, lambda effect: _send_poll(w, effect))
+    driver.on(wk.Execute, lambda effect: _execute(w, effect))
+    driver.on(wk.Cancel, lambda effect: _cancel(w, effect))
+    driver.on(wk.Finished, lambda effect: _finished(w, effect))
+    driver.on(wk.Abandoned, lambda effect: _abandoned(w, effect))
+
+    async def to_events(msg: Any) -> list[wk.Event]:
+        await ctx.failpoint(PAUSE)
+        return _events(w, driver, msg)
+
+    driver.arm_after(config.tick_interval, _Tick())
     _logger.info("compaction worker up", capacity=config.worker.capacity)
     try:
-        while True:
-            msg = await ctx.receive()
-            await ctx.failpoint(PAUSE)
-            _handle(w, msg)
+        await driver.serve(to_events)
     finally:
         for task in [w.poll, *w.jobs.values()]:
             if task is not None:
                 task.cancel()
 
 
-def _handle(w: _Worker, msg: Any) -> None:
+def _events(w: _Worker, driver: CoreDriver[wk.WorkerState, wk.Event, wk.Effect],
+            msg: Any) -> list[wk.Event]:
+    """The core events a message makes. Every event that may have made a report ready is
+    followed by a Tick."""
     ctx = w.ctx
     if isinstance(msg, _Tick):
-        ctx.send_after(w.config.tick_interval, ctx.self(), _Tick())
-        _step(w, wk.Tick(ctx.now()))
-    elif isinstance(msg, _PollOutcome):
+        driver.arm_after(w.config.tick_interval, _Tick())
+        return [wk.Tick(ctx.now())]
+    if isinstance(msg, _PollOutcome):
         if msg.seq != w.poll_seq:
-            return
+            return []
         w.poll = None
         w.leader = msg.leader
         now = ctx.now()
-        _step(w, wk.PollFailed(now) if msg.response is None else wk.PollReply(now, msg.response))
-        _step(w, wk.Tick(now))
-    elif isinstance(msg, _JobOutcome):
+        return [wk.PollFailed(now) if msg.response is None else wk.PollReply(now, msg.response),
+                wk.Tick(now)]
+    if isinstance(msg, _JobOutcome):
         w.jobs.pop((msg.event.name, msg.event.token), None)
-        _step(w, msg.event)
-        _step(w, wk.Tick(ctx.now()))
-    elif isinstance(msg, Call):
+        return [msg.event, wk.Tick(ctx.now())]
+    if isinstance(msg, Call):
         if msg.request == ("status",):
-            ctx.reply(msg.from_, _status(w))
+            ctx.reply(msg.from_, _status(w, driver.state))
         else:
             ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
     else:
         _logger.warning("compaction worker got an unexpected message", message=repr(msg)[:200])
+    return []
 
 
-def _status(w: _Worker) -> dict[str, Any]:
+def _status(w: _Worker, state: wk.WorkerState) -> dict[str, Any]:
     return {"node": w.ctx.self().node, "leader": w.leader, "polling": w.poll is not None,
-            "jobs": {name: held.token for name, held in sorted(w.state.jobs.items())},
+            "jobs": {name: held.token for name, held in sorted(state.jobs.items())},
             "counts": dict(w.counts), "recent": list(w.recent)}
 
 
-def _step(w: _Worker, event: wk.Event) -> None:
-    w.state, effects = wk.step(w.state, event)
-    for effect in effects:
-        _execute(w, effect)
+def _send_poll(w: _Worker, effect: wk.SendPoll) -> None:
+    w.poll_seq += 1
+    w.poll = asyncio.get_running_loop().create_task(
+        _poll(w.ctx, w.config, effect.request, w.leader, w.poll_seq))
 
 
-def _execute(w: _Worker, effect: wk.Effect) -> None:
-    ctx = w.ctx
-    loop = asyncio.get_running_loop()
-    if isinstance(effect, wk.SendPoll):
-        w.poll_seq += 1
-        w.poll = loop.create_task(_poll(ctx, w.config, effect.request, w.leader, w.poll_seq))
-    elif isinstance(effect, wk.Execute):
-        job = effect.job
-        key = (job.plan.name, job.state.token)
-        w.jobs[key] = loop.create_task(_run(ctx, w.config, job, w.leader))
-        w.record("started", *key, f"level {job.plan.level}, {len(job.plan.source_blocks)} blocks")
-    elif isinstance(effect, wk.Cancel):
-        task = w.jobs.pop((effect.name, effect.token), None)
-        if task is not None:
-            task.cancel()
-        w.record("cancelled", effect.name, effect.token, "no lease")
-        _logger.info("job stopped: lease lost", job=effect.name, token=effect.token)
-    elif isinstance(effect, wk.Finished):
-        kind = "completed" if effect.accepted else "refused"
-        w.record(kind, effect.name, effect.token)
-        _logger.info(f"job report {kind}", job=effect.name, token=effect.token)
-    elif isinstance(effect, wk.Abandoned):
-        w.record("abandoned", effect.name, effect.token, effect.reason)
-        _logger.warning("job abandoned", job=effect.name, token=effect.token,
-                        reason=effect.reason[:300])
+def _execute(w: _Worker, effect: wk.Execute) -> None:
+    job = effect.job
+    key = (job.plan.name, job.state.token)
+    w.jobs[key] = asyncio.get_running_loop().create_task(_run(w.ctx, w.config, job, w.leader))
+    w.record("started", *key, f"level {job.plan.level}, {len(job.plan.source_blocks)} blocks")
+
+
+def _cancel(w: _Worker, effect: wk.Cancel) -> None:
+    task = w.jobs.pop((effect.name, effect.token), None)
+    if task is not None:
+        task.cancel()
+    w.record("cancelled", effect.name, effect.token, "no lease")
+    _logger.info("job stopped: lease lost", job=effect.name, token=effect.token)
+
+
+def _finished(w: _Worker, effect: wk.Finished) -> None:
+    kind = "completed" if effect.accepted else "refused"
+    w.record(kind, effect.name, effect.token)
+    _logger.info(f"job report {kind}", job=effect.name, token=effect.token)
+
+
+def _abandoned(w: _Worker, effect: wk.Abandoned) -> None:
+    w.record("abandoned", effect.name, effect.token, effect.reason)
+    _logger.warning("job abandoned", job=effect.name, token=effect.token,
+                    reason=effect.reason[:300])
 
 
 async def _poll(ctx: Process, config: BlocksConfig, request: PollRequest, hint: str | None,

@@ -41,6 +41,7 @@ from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -86,7 +87,6 @@ class _Tick:
 class _Flusher:
     ctx: Process
     config: FlusherConfig
-    state: fc.FlusherState
     hint: str | None = None  # the metastore leader that answered last
     counts: dict[str, int] = field(default_factory=dict)
     last_problem: str | None = None
@@ -94,64 +94,66 @@ class _Flusher:
 
 async def flusher(ctx: Process, config: FlusherConfig, term: int) -> None:
     """Process entry: flush for the KV leader of `term` until killed."""
-    fl = _Flusher(ctx, config, fc.initial(config.flush))
-    ctx.send_after(config.tick_interval, ctx.self(), _Tick())
-    _logger.info("flusher up", term=term)
-    await _run(fl, fc.Start(ctx.now(), term))
-    while True:
-        msg = await ctx.receive()
+    fl = _Flusher(ctx, config)
+    driver: CoreDriver[fc.FlusherState, fc.Event, fc.Effect] = CoreDriver(
+        ctx, fc.step, fc.initial(config.flush))
+    driver.on(fc.ReadCursor, lambda effect: _read_cursor(fl, effect))
+    driver.on(fc.ReadHistory, lambda effect: _read(fl, effect))
+    driver.on(fc.WriteBlocks, lambda effect: _write_blocks(fl, effect))
+    driver.on(fc.ProposeFlush, lambda effect: _propose_flush(fl, effect))
+    driver.on(fc.Flushed, lambda effect: _flushed(fl, effect))
+    driver.on(fc.Problem, lambda effect: _problem(fl, effect))
+
+    async def to_events(msg: Any) -> list[fc.Event]:
         if isinstance(msg, _Tick):
-            ctx.send_after(config.tick_interval, ctx.self(), _Tick())
-            await _run(fl, fc.Tick(ctx.now()))
-        elif isinstance(msg, Call):
-            _on_call(fl, msg)
+            driver.arm_after(config.tick_interval, _Tick())
+            return [fc.Tick(ctx.now())]
+        if isinstance(msg, Call):
+            _on_call(fl, driver.state, msg)
         else:
             _logger.warning("flusher got an unexpected message", message=repr(msg)[:200])
+        return []
+
+    driver.arm_after(config.tick_interval, _Tick())
+    _logger.info("flusher up", term=term)
+    driver.post(fc.Start(ctx.now(), term))
+    await driver.serve(to_events)
 
 
-async def _run(fl: _Flusher, event: fc.Event) -> None:
-    """Step the core until no effect produces a further event."""
-    events = [event]
-    while events:
-        fl.state, effects = fc.step(fl.state, events.pop(0))
-        for effect in effects:
-            follow = await _execute(fl, effect)
-            if follow is not None:
-                events.append(follow)
+async def _read_cursor(fl: _Flusher, effect: fc.ReadCursor) -> fc.Event:
+    ok, answer = await _propose(fl, ReadFlushCursor())
+    if ok and isinstance(answer, FlushCursor):
+        return fc.CursorRead(effect.epoch, answer.through, answer.flushed, fl.ctx.now())
+    return fc.Failed(effect.epoch, "cursor", _reason(answer), fl.ctx.now())
 
 
-async def _execute(fl: _Flusher, effect: fc.Effect) -> fc.Event | None:
-    ctx = fl.ctx
-    if isinstance(effect, fc.ReadCursor):
-        ok, answer = await _propose(fl, ReadFlushCursor())
-        if ok and isinstance(answer, FlushCursor):
-            return fc.CursorRead(effect.epoch, answer.through, answer.flushed, ctx.now())
-        return fc.Failed(effect.epoch, "cursor", _reason(answer), ctx.now())
-    if isinstance(effect, fc.ReadHistory):
-        return await _read(fl, effect)
-    if isinstance(effect, fc.WriteBlocks):
-        try:
-            blocks = await run_blocking(_write, fl.config.root, effect.batches,
-                                        effect.created_at)
-        except (BlockError, OSError) as err:
-            return fc.Failed(effect.epoch, "write", _reason(err), ctx.now())
-        return fc.BlocksWritten(effect.epoch, blocks, ctx.now())
-    if isinstance(effect, fc.ProposeFlush):
-        await ctx.failpoint(BEFORE_PROPOSE)
-        ok, answer = await _propose(fl, AddBlocks(effect.blocks, effect.through))
-        if ok and isinstance(answer, AddBlocksResult):
-            return fc.FlushDone(effect.epoch, answer.through, ctx.now())
-        return fc.Failed(effect.epoch, "flush", _reason(answer), ctx.now())
-    if isinstance(effect, fc.Flushed):
-        _count(fl, "flushes")
-        fl.counts["rows"] = fl.counts.get("rows", 0) + effect.rows
-        _logger.info("level-0 flush committed", blocks=effect.blocks, rows=effect.rows,
-                     through=effect.through)
-    elif isinstance(effect, fc.Problem):
-        _count(fl, f"failed_{effect.what}")
-        fl.last_problem = f"{effect.what}: {effect.reason}"
-        _logger.warning("flusher operation failed", what=effect.what, reason=effect.reason)
-    return None
+async def _write_blocks(fl: _Flusher, effect: fc.WriteBlocks) -> fc.Event:
+    try:
+        blocks = await run_blocking(_write, fl.config.root, effect.batches, effect.created_at)
+    except (BlockError, OSError) as err:
+        return fc.Failed(effect.epoch, "write", _reason(err), fl.ctx.now())
+    return fc.BlocksWritten(effect.epoch, blocks, fl.ctx.now())
+
+
+async def _propose_flush(fl: _Flusher, effect: fc.ProposeFlush) -> fc.Event:
+    await fl.ctx.failpoint(BEFORE_PROPOSE)
+    ok, answer = await _propose(fl, AddBlocks(effect.blocks, effect.through))
+    if ok and isinstance(answer, AddBlocksResult):
+        return fc.FlushDone(effect.epoch, answer.through, fl.ctx.now())
+    return fc.Failed(effect.epoch, "flush", _reason(answer), fl.ctx.now())
+
+
+def _flushed(fl: _Flusher, effect: fc.Flushed) -> None:
+    _count(fl, "flushes")
+    fl.counts["rows"] = fl.counts.get("rows", 0) + effect.rows
+    _logger.info("level-0 flush committed", blocks=effect.blocks, rows=effect.rows,
+                 through=effect.through)
+
+
+def _problem(fl: _Flusher, effect: fc.Problem) -> None:
+    _count(fl, f"failed_{effect.what}")
+    fl.last_problem = f"{effect.what}: {effect.reason}"
+    _logger.warning("flusher operation failed", what=effect.what, reason=effect.reason)
 
 
 async def _read(fl: _Flusher, effect: fc.ReadHistory) -> fc.Event:
@@ -225,8 +227,7 @@ async def _leader(fl: _Flusher) -> str | None:
     return None
 
 
-def _on_call(fl: _Flusher, call: Call) -> None:
-    s = fl.state
+def _on_call(fl: _Flusher, s: fc.FlusherState, call: Call) -> None:
     if call.request == ("status",):
         fl.ctx.reply(call.from_, {
             "node": fl.ctx.self().node, "term": s.term, "phase": s.phase, "cursor": s.cursor,

@@ -4,14 +4,21 @@ follower for many proposals)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sediment.actors.log.raft.state import RaftState
 from sediment.runtime.errors import ReceiveTimeout
 from sediment.runtime.messages import Call
+from sediment.runtime.process import Process
 
-if TYPE_CHECKING:
-    from sediment.actors.log.shell.server import _Shell
+
+class _Shell(Protocol):
+    """What the group commit reads and moves of its raft server: the last log index of
+    each open proposal batch, and since when new proposals are held back."""
+
+    ctx: Process
+    open_batches: list[int]
+    held_since: float | None
 
 MAX_BATCH = 512  # proposals (or reads) stepped as one batch
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
-from sediment.actors.log.raft.state import RaftState
+from sediment.actors.log.raft.state import RaftConfig, RaftState
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.conf_meta import from_meta, to_meta
+from sediment.actors.log.shell.hosted import HostedMachine
 from sediment.actors.log.shell.log_worker import snapshot_dir
 from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
@@ -33,9 +35,10 @@ from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.fsutil import write_file_durable
 from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
-
-if TYPE_CHECKING:
-    from sediment.actors.log.shell.server import _Shell
+from sediment.actors.log.storage.segrefs import SegRefs
+from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
 
 LIVE_FILE = "live_entries"  # inside an installed snapshot's directory
 INSTALL_CHUNK = 256 * 1024
@@ -43,41 +46,80 @@ INSTALL_LIVE_BATCH = 64
 LEADER_BEFORE_LAST_CHUNK = "install.leader.before_last_chunk"
 
 
+@dataclass
+class Staging:
+    """A member's installs: the incoming snapshot being staged (follower side) and the
+    chunks of the snapshot it sends (leader side)."""
+
+    writer: snapshot.SnapshotWriter | None = None  # the staged snapshot's writer
+    index: int = 0  # the incoming snapshot being staged
+    entries: dict[int, Entry] = field(default_factory=dict)  # its staged live entries
+    live: tuple[int, ...] = ()  # its whole live set
+    installed: int = 0  # snapshots installed from a leader
+    chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
+
+
+class GroupPlace(Protocol):
+    """Where a group's member keeps its files (the server's GroupSpec)."""
+
+    @property
+    def group(self) -> str: ...
+
+    def group_dir(self, node: str) -> str: ...
+
+    def raft_config(self) -> RaftConfig: ...
+
+
+class _Shell(Protocol):
+    """What an install reads and moves of its raft server (the server's shell): its
+    process, files and log processes, the machine and snapshot state it replaces."""
+
+    ctx: Process
+    wal: Pid
+    segwriter: Pid
+    refs: SegRefs
+    machine: HostedMachine
+    snap_state: SnapshotState
+    trim_to: tuple[int, int]
+    staging: Staging
+
+    @property
+    def spec(self) -> GroupPlace: ...
+
+
 async def snapshot_message(shell: _Shell, state: RaftState,
-                           eff: rp.SendSnapshot) -> rt.InstallSnapshot | None:
+                           eff: rp.SendSnapshot) -> rt.InstallSnapshot | rp.SnapshotSendFailed:
     """Build one install step from the snapshot on disk (it must be the one asked for);
-    None, with SnapshotSendFailed queued for the core, when that snapshot is gone."""
+    SnapshotSendFailed, the event for the core, when that snapshot is gone."""
     gdir = shell.spec.group_dir(state.me)
     info = snapshot.latest(snapshot_dir(gdir))
     if info is None or info.index != eff.snapshot_index:
-        shell.pending.append(rp.SnapshotSendFailed(eff.to, eff.snapshot_index))
-        return None
-    base = dict(group=shell.spec.group, term=eff.term, leader=state.me,
-                snapshot_index=eff.snapshot_index, snapshot_term=eff.snapshot_term)
+        return rp.SnapshotSendFailed(eff.to, eff.snapshot_index)
+    init = rt.InstallSnapshot(group=shell.spec.group, term=eff.term, leader=state.me,
+                              snapshot_index=eff.snapshot_index,
+                              snapshot_term=eff.snapshot_term, phase="init")
     if eff.step == "init":
-        msg = rt.InstallSnapshot(phase="init", **base)  # type: ignore[arg-type]
+        msg = init
     elif eff.step == "pre":
         live = [i for i in info.state.live_in(eff.live_from + 1, eff.snapshot_index)]
         batch = live[:INSTALL_LIVE_BATCH]
         entries = tuple([await _entry(shell, state, i) for i in batch])
-        msg = rt.InstallSnapshot(phase="pre", live_entries=entries,  # type: ignore[arg-type]
-                                 last=len(live) <= INSTALL_LIVE_BATCH, **base)
+        msg = replace(init, phase="pre", live_entries=entries,
+                      last=len(live) <= INSTALL_LIVE_BATCH)
     else:
-        chunks = shell.chunks.get(info.index)
+        chunks = shell.staging.chunks.get(info.index)
         if chunks is None:
             chunks = list(snapshot.read_chunks(info, INSTALL_CHUNK)) or [b""]
-            shell.chunks = {info.index: chunks}
+            shell.staging.chunks = {info.index: chunks}
         n = eff.chunk_no
         final = n >= len(chunks) - 1
         conf = None
         if final:
             await shell.ctx.failpoint(LEADER_BEFORE_LAST_CHUNK)
             conf = from_meta(info.meta) or shell.spec.raft_config().bootstrap
-        msg = rt.InstallSnapshot(phase="last" if final else "next",  # type: ignore[arg-type]
-                                 chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n,
-                                 last=final, **base,
-                                 live_indexes=info.state.live_indexes if final else (),
-                                 membership=conf)
+        msg = replace(init, phase="last" if final else "next",
+                      chunk=chunks[min(n, len(chunks) - 1)], chunk_no=n, last=final,
+                      live_indexes=info.state.live_indexes if final else (), membership=conf)
     return msg
 
 
@@ -95,55 +137,56 @@ async def _entry(shell: _Shell, state: RaftState, index: int) -> Entry:
 async def write_sparse(shell: _Shell, eff: rp.WriteSparse) -> None:
     """Stage live entries of an incoming snapshot durably (not in the log yet: they join
     it only when the snapshot is activated)."""
-    if shell.install_index != eff.snapshot_index:
+    if shell.staging.index != eff.snapshot_index:
         _abort_install(shell)
-        shell.install_index = eff.snapshot_index
+        shell.staging.index = eff.snapshot_index
     for entry in eff.entries:  # keyed by index: a restarted install sends them again
-        shell.install_entries[entry.index] = entry
+        shell.staging.entries[entry.index] = entry
     path = _staging_file(shell)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_file_durable(path, pickle.dumps([to_stored(e) for e in _staged(shell)]))
 
 
 def _staged(shell: _Shell) -> list[Entry]:
-    return [shell.install_entries[i] for i in sorted(shell.install_entries)]
+    return [shell.staging.entries[i] for i in sorted(shell.staging.entries)]
 
 
-def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> None:
+def store_chunk(shell: _Shell, eff: rp.StoreSnapshotChunk) -> rp.SnapshotInstalled | None:
     """Stage chunk `chunk_no`. Chunk 0 of a snapshot already being staged starts it
     over: an install restarts from its first chunk (a new leader sending the snapshot
     of the same index after the last one died mid-install, or a lost reply); appended
     to the chunks staged before, it made a corrupt snapshot. The live entries stay
-    (keyed by index, they are the same committed entries)."""
-    if shell.install_index != eff.snapshot_index:
+    (keyed by index, they are the same committed entries). The last chunk gives the
+    event that tells the core the snapshot is staged."""
+    if shell.staging.index != eff.snapshot_index:
         _abort_install(shell)
-        shell.install_index = eff.snapshot_index
-    if eff.chunk_no == 0 and shell.install is not None:
-        shell.install.abort()
-        shell.install = None
-    if shell.install is None:
+        shell.staging.index = eff.snapshot_index
+    if eff.chunk_no == 0 and shell.staging.writer is not None:
+        shell.staging.writer.abort()
+        shell.staging.writer = None
+    if shell.staging.writer is None:
         if eff.chunk_no != 0:
             raise RuntimeError(f"chunk {eff.chunk_no} of snapshot {eff.snapshot_index} "
                                "came before its chunk 0")
         root = snapshot_dir(shell.spec.group_dir(shell.ctx.self().node))
-        shell.install = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
-    shell.install.write(eff.data)
+        shell.staging.writer = snapshot.SnapshotWriter(root, eff.snapshot_index, eff.snapshot_term)
+    shell.staging.writer.write(eff.data)
     if eff.last:
-        shell.install_live = eff.live_indexes
-        shell.pending.append(rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term,
-                                                  eff.membership))
+        shell.staging.live = eff.live_indexes
+        return rp.SnapshotInstalled(eff.snapshot_index, eff.snapshot_term, eff.membership)
+    return None
 
 
 async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> None:
     """Activate the staged snapshot in one step: its live entries are written into the
     snapshot's own directory, so the rename that commits the snapshot commits them too.
     Then they join the log (sparse WAL writes) and the machine loads."""
-    writer = shell.install
-    if writer is None or shell.install_index != eff.snapshot_index:
+    writer = shell.staging.writer
+    if writer is None or shell.staging.index != eff.snapshot_index:
         raise RuntimeError(f"no staged snapshot {eff.snapshot_index} to restore")
     entries = _staged(shell)
     by_index = {e.index: e for e in entries}
-    live = tuple(sorted(set(shell.install_live) | set(by_index)))
+    live = tuple(sorted(set(shell.staging.live) | set(by_index)))
     # Live entries the leader did not send are committed here already: read them before
     # the new snapshot state lets the WAL and the segments drop anything.
     by_index.update(await _own_entries(shell, state, [i for i in live if i not in by_index]))
@@ -151,12 +194,12 @@ async def restore(shell: _Shell, state: RaftState, eff: rp.RestoreMachine) -> No
                        pickle.dumps([to_stored(e) for e in entries]), sync_dir=False)
     info = writer.commit(live, to_meta(eff.membership), fp=shell.ctx.failpoint_sync)
     staging = _staging_file(shell)
-    shell.install, shell.install_entries, shell.install_index = None, {}, 0
-    shell.install_live = ()
+    staged = shell.staging
+    staged.writer, staged.entries, staged.index, staged.live = None, {}, 0, ()
     if os.path.exists(staging):
         os.unlink(staging)
     shell.ctx.failpoint_sync("install.after_activate")
-    shell.installs += 1
+    shell.staging.installed += 1
     shell.machine.restore(snapshot.read_data(info), info.index, by_index.get)
     shell.snap_state = info.state
     shell.trim_to = (info.index, info.term)
@@ -225,7 +268,7 @@ async def _land(shell: _Shell, live: list[Stored], keep: list[Stored], prev: int
     above the snapshot again; wait until both are durable."""
     ctx, group = shell.ctx, shell.spec.group
     tag = ("install", ctx.now())
-    batches = [(tuple(live), prev)] if live else []
+    batches: list[tuple[tuple[Stored, ...], int | None]] = [(tuple(live), prev)] if live else []
     if keep:
         batches.append((tuple(keep), None))
     for stored, after in batches:
@@ -240,13 +283,14 @@ async def _land(shell: _Shell, live: list[Stored], keep: list[Stored], prev: int
 
 def _staging_file(shell: _Shell) -> str:
     gdir = shell.spec.group_dir(shell.ctx.self().node)
-    return os.path.join(gdir, "install-staging", f"{shell.install_index}.live")
+    return os.path.join(gdir, "install-staging", f"{shell.staging.index}.live")
 
 
 def _abort_install(shell: _Shell) -> None:
-    if shell.install is not None:
-        shell.install.abort()
-    shell.install, shell.install_entries, shell.install_live = None, {}, ()
+    if shell.staging.writer is not None:
+        shell.staging.writer.abort()
+    staged = shell.staging
+    staged.writer, staged.entries, staged.live = None, {}, ()
     staging = _staging_file(shell)
     if os.path.exists(staging):
         os.unlink(staging)

@@ -35,7 +35,6 @@ compaction pass, pending and not yet started or finished on the leader), and
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -60,7 +59,8 @@ from sediment.actors.log.shell.log_worker import (
     snapshot_dir,
 )
 from sediment.actors.log.shell.meta import MetaStore
-from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.names import segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.peers import Peers
 from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import (
     CompactionApplied,
@@ -68,15 +68,17 @@ from sediment.actors.log.shell.segment_writer import (
     SnapshotStateChanged,
     segment_dir,
 )
+from sediment.actors.log.shell.waiters import Waiters
 from sediment.actors.log.shell.wal_server import WalRead, WalRejected, WalWriteReq, WalWritten
 from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
 from sediment.actors.log.storage.segrefs import SegRefs
 from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
-from sediment.runtime.pid import Pid, Ref
+from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.log.raft")
@@ -132,19 +134,9 @@ class _Shell:
     machine: HostedMachine = field(default_factory=lambda: ra_kv(""))
     snapshotting: bool = False
     trim_to: tuple[int, int] = (0, 0)  # the latest snapshot (index, term) not yet trimmed
-    pending: list[Any] = field(default_factory=list)  # events the shell feeds itself
-    install: Any = None  # the staged incoming snapshot's SnapshotWriter
-    install_index: int = 0  # the incoming snapshot being staged
-    install_entries: dict[int, Entry] = field(default_factory=dict)  # staged live entries
-    install_live: tuple[int, ...] = ()  # the staged snapshot's whole live set
-    installs: int = 0  # snapshots installed from a leader
-    chunks: dict[int, list[bytes]] = field(default_factory=dict)  # outgoing, by snapshot
-    compact_waiters: list[Any] = field(default_factory=list)
-    peers: dict[str, Pid] = field(default_factory=dict)
-    peer_monitors: dict[Ref, str] = field(default_factory=dict)
-    peer_retry: dict[str, float] = field(default_factory=dict)  # down member: look up again at
-    results: dict[int, Any] = field(default_factory=dict)
-    waiting: dict[int, Any] = field(default_factory=dict)  # index -> proposer awaiting apply
+    staging: install.Staging = field(default_factory=install.Staging)
+    peers: Peers = field(default_factory=lambda: Peers(""))
+    waiters: Waiters = field(default_factory=Waiters)
     listeners: list[Pid] = field(default_factory=list)
     appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
     batches: int = 0  # ProposeBatch events stepped (proposals / batches: the batching)
@@ -186,7 +178,7 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
     shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
-                   machine=spec.machine(gdir), busy=True)
+                   machine=spec.machine(gdir), busy=True, peers=Peers(group))
     set_clock = getattr(shell.machine, "set_clock", None)
     if set_clock is not None:  # a machine that records when things happened (replay pins)
         set_clock(ctx.now)
@@ -198,8 +190,15 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
                                   local_entry(state, shell.refs, gdir, i))
     _logger.info("raft server up", group=group, term=hard.term, snapshot=first - 1,
                  log=len(tail), segments=len(refs))
+    driver = _raft_driver(shell, state)
+
+    async def to_events(msg: Any) -> list[rp.Event]:
+        event = _event(shell, driver.state, msg)
+        return [] if event is None else [event]
+
     try:
-        await _step(shell, state, rp.Tick(ctx.now()))
+        driver.post(rp.Tick(ctx.now()))
+        await driver.serve(to_events, receive=lambda: _next_message(shell, driver.state))
     finally:
         shell.machine.close()
 
@@ -239,35 +238,58 @@ def _contiguous(first: int, entries: list[Entry], snap_term: int = 0) -> list[En
     return out
 
 
-async def _step(shell: _Shell, state: RaftState, first: rp.Event) -> None:
-    event: rp.Event | None = first
-    while True:
-        if event is not None:
-            state, effects = core.step(state, event)
-            if isinstance(event, rp.ProposeBatch) and state.role == "leader":
-                shell.open_batches.append(last_index(state))
-            for effect in effects:
-                await _execute(shell, state, effect)
-            raft_metrics.stepped(state, shell.machine)
-            trim = _trim_event(shell, state)
-            if trim is not None:
-                shell.pending.append(trim)
-            _schedule_tick(shell, state)
-        if shell.pending:
-            event = shell.pending.pop(0)
-            continue
-        event = _event(shell, state, await _next_message(shell, state))
+RaftDriver = CoreDriver[RaftState, rp.Event, rp.Effect]
+
+
+def _raft_driver(shell: _Shell, state: RaftState) -> RaftDriver:
+    """The core on the driver. After each step the shell records a leader's new proposal
+    batch (group commit), updates the metrics, tells the core about a snapshot nobody
+    needs the entries of any more (`_trim_event`) and sets its tick timer."""
+
+    def step(s: RaftState, event: rp.Event) -> tuple[RaftState, list[rp.Effect]]:
+        s, effects = core.step(s, event)
+        if isinstance(event, rp.ProposeBatch) and s.role == "leader":
+            shell.open_batches.append(last_index(s))
+        return s, effects
+
+    def after_step(effects: list[rp.Effect]) -> None:
+        now = driver.state
+        raft_metrics.stepped(now, shell.machine)
+        trim = _trim_event(shell, now)
+        if trim is not None:
+            driver.post(trim)
+        _schedule_tick(shell, now)
+
+    driver: RaftDriver = CoreDriver(shell.ctx, step, state)
+    driver.on(rp.PersistHardState, lambda effect: _persist(shell, effect))
+    driver.on(rp.AppendToLog, lambda effect: _append(shell, effect))
+    driver.ignore(rp.TruncateLog)  # the WAL drops the conflicting suffix on overwrite
+    driver.on(rp.Send, lambda effect: _send(shell, effect.to, effect.msg))
+    driver.on(rp.Apply, lambda effect: _apply(shell, driver.state, effect.entries))
+    driver.on(rp.Reply, lambda effect: _reply(shell, effect))
+    driver.on(rp.LeaderChanged, lambda effect: _leader_changed(shell, effect))
+    driver.on(rp.SendSnapshot, lambda effect: _send_snapshot(shell, driver.state, effect))
+    driver.on(rp.WriteSparse, lambda effect: install.write_sparse(shell, effect))
+    driver.on(rp.StoreSnapshotChunk, lambda effect: install.store_chunk(shell, effect))
+    driver.on(rp.RestoreMachine, lambda effect: install.restore(shell, driver.state, effect))
+    driver.after_step(after_step)
+    return driver
 
 
 LEADER_BEFORE_APPLY = "raft.leader.before_apply"
 LEADER_BEFORE_BACKGROUND = "raft.leader.before_background"
 
 
-@functools.cache
+_APPLY_POINTS: dict[type, str] = {}
+
+
 def before_apply_point(command_type: type) -> str:
     """The failpoint a leader reaches before it applies an entry of `command_type` (made
     once per type: the leader asks for it at every entry it applies)."""
-    return f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
+    point = _APPLY_POINTS.get(command_type)
+    if point is None:
+        point = _APPLY_POINTS[command_type] = f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
+    return point
 
 
 async def _next_message(shell: _Shell, state: RaftState) -> Any:
@@ -326,9 +348,7 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         _logger.error("WAL rejected a write (gap)", group=msg.group, resend_from=msg.from_index)
         return None
     if isinstance(msg, Down):
-        name = shell.peer_monitors.pop(msg.ref, None)
-        if name is not None:
-            shell.peers.pop(name, None)
+        shell.peers.down(msg.ref)
         for subscribers in (shell.listeners, shell.appliers):
             if msg.pid in subscribers:
                 subscribers.remove(msg.pid)
@@ -358,9 +378,9 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         return None
     if isinstance(msg, CompactionDone):
         _compacted(shell, msg.result)
-        for waiter in shell.compact_waiters:
+        for waiter in shell.waiters.compactions:
             ctx.reply(waiter, ("ok", msg.result.type, len(msg.result.linked)))
-        shell.compact_waiters.clear()
+        shell.waiters.compactions.clear()
         return None
     _logger.warning("raft server got an unexpected message", message=repr(msg)[:200])
     return None
@@ -408,11 +428,11 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         _set_eager(shell, request[1], request[2] if len(request) > 2 else True)
         ctx.reply(call.from_, ("ok", shell.machine.applied))
     elif kind == "get":
-        return _get(shell, state, call, request[1])
+        _get(shell, state, call, request[1])
     elif kind == "query":
         ctx.reply(call.from_, shell.machine.query(request[1]))
     elif kind == "compact":
-        shell.compact_waiters.append(call.from_)
+        shell.waiters.compactions.append(call.from_)
         ctx.send(shell.worker, MajorCompaction(tuple(shell.refs), shell.snap_state, ctx.self()))
     else:
         ctx.reply(call.from_, ("error", ("unknown_request", request)))
@@ -433,7 +453,7 @@ def _status(shell: _Shell, state: RaftState) -> dict[str, Any]:
             **shell.machine.status(), "snapshot_index": state.snap_index,
             "live_indexes": len(shell.snap_state.live_indexes),
             "segments": [(r.file, r.first, r.last) for r in shell.refs],
-            "installs": shell.installs, "batches": shell.batches,
+            "installs": shell.staging.installed, "batches": shell.batches,
             "proposals": shell.proposals, **_membership_status(state)}
 
 
@@ -482,62 +502,39 @@ def _read(state: RaftState, index: int) -> Any:
     return ("error", "not_in_memory")
 
 
-async def _execute(shell: _Shell, state: RaftState, effect: rp.Effect) -> None:
+def _persist(shell: _Shell, effect: rp.PersistHardState) -> None:
+    shell.meta.save(HardState(effect.term, effect.voted_for), fp=shell.ctx.failpoint_sync)
+
+
+def _append(shell: _Shell, effect: rp.AppendToLog) -> None:
     ctx = shell.ctx
-    if isinstance(effect, rp.PersistHardState):
-        shell.meta.save(HardState(effect.term, effect.voted_for), fp=ctx.failpoint_sync)
-    elif isinstance(effect, rp.AppendToLog):
-        ctx.send(shell.wal, WalWriteReq(shell.spec.group,
-                                        tuple(to_stored(e) for e in effect.entries), ctx.self()))
-    elif isinstance(effect, rp.TruncateLog):
-        pass  # the WAL drops the conflicting suffix when the new entries overwrite it
-    elif isinstance(effect, rp.Send):
-        await _send(shell, effect.to, effect.msg)
-    elif isinstance(effect, rp.Apply):
-        await _apply(shell, state, effect.entries)
-    elif isinstance(effect, rp.Reply):
-        _reply(shell, effect)
-    elif isinstance(effect, rp.LeaderChanged):
-        shell.leader = (effect.leader, effect.term)
-        for pid in shell.listeners:
-            ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
-    elif isinstance(effect, rp.SendSnapshot):
-        msg = await install.snapshot_message(shell, state, effect)
-        if msg is not None:
-            await _send(shell, effect.to, msg)
-    elif isinstance(effect, rp.WriteSparse):
-        await install.write_sparse(shell, effect)
-    elif isinstance(effect, rp.StoreSnapshotChunk):
-        install.store_chunk(shell, effect)
-    elif isinstance(effect, rp.RestoreMachine):
-        await install.restore(shell, state, effect)
-    else:
-        _logger.warning("effect not supported by this shell yet", effect=type(effect).__name__)
+    ctx.send(shell.wal, WalWriteReq(shell.spec.group,
+                                    tuple(to_stored(e) for e in effect.entries), ctx.self()))
+
+
+def _leader_changed(shell: _Shell, effect: rp.LeaderChanged) -> None:
+    shell.leader = (effect.leader, effect.term)
+    for pid in shell.listeners:
+        shell.ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
+
+
+async def _send_snapshot(shell: _Shell, state: RaftState,
+                         effect: rp.SendSnapshot) -> rp.Event | None:
+    """One install step to the follower; SnapshotSendFailed for the core when the
+    snapshot it asked for is gone."""
+    msg = await install.snapshot_message(shell, state, effect)
+    if isinstance(msg, rp.SnapshotSendFailed):
+        return msg
+    await _send(shell, effect.to, msg)
+    return None
 
 
 BACKGROUND_PAUSE = 0.01  # seconds of quiet before each piece of a machine's background work
 BACKGROUND_MAX_WAIT = 0.1  # seconds at most between its pieces under a steady load
-PEER_LOOKUP_BACKOFF = 0.5  # seconds between name lookups of a member that is down
 
 
 async def _send(shell: _Shell, node: str, msg: Any) -> None:
-    """Send to a member's raft server; while it is down the message is lost, as on a
-    network. A down member is looked up again only every PEER_LOOKUP_BACKOFF: a lookup
-    is a round trip to the registry, and a leader doing one per heartbeat for a dead
-    peer falls behind its own timers on a loaded machine."""
-    pid = shell.peers.get(node)
-    ctx = shell.ctx
-    if pid is None:
-        if ctx.now() < shell.peer_retry.get(node, 0.0):
-            return
-        pid = await ctx.whereis(raft_name(shell.spec.group, node))
-        if pid is None:
-            shell.peer_retry[node] = ctx.now() + PEER_LOOKUP_BACKOFF
-            return
-        shell.peer_retry.pop(node, None)
-        shell.peers[node] = pid
-        shell.peer_monitors[ctx.monitor(pid)] = node
-    ctx.send(pid, msg)
+    await shell.peers.send(shell.ctx, node, msg)
 
 
 async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
@@ -567,11 +564,9 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
                 if isinstance(entry.command, rt.ConfChange):  # the raft core's: a no-op
                     entry = replace(entry, command=None)
                 result = machine.apply(entry) if fresh else None
-                waiter = shell.waiting.pop(entry.index, None)
+                waiter = shell.waiters.applied(entry.index, result)
                 if waiter is not None:
                     answers.append((waiter, ("ok", entry.index, result)))
-                else:
-                    shell.results[entry.index] = result
                 i += 1
         for waiter, answer in answers:
             ctx.reply(waiter, answer)
@@ -586,9 +581,7 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
             shell.ctx.send_after(LAZY_NOTICE, shell.ctx.self(), _LazyNotice())
     if entries and not shell.busy:  # an entry may have left background work (compaction)
         shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
-    if len(shell.results) > 10_000:  # outcomes nobody asked for: keep the map bounded
-        for index in sorted(shell.results)[:5_000]:
-            del shell.results[index]
+    shell.waiters.bound()
     _maybe_snapshot(shell, state, entries[-1] if entries else None)
 
 
@@ -640,17 +633,16 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
     result = effect.result
-    ref = effect.ref
+    ref: Any = effect.ref  # a proposer's CallRef, or (a reader's CallRef, its query)
     if isinstance(ref, tuple):  # a read: (the caller, its query)
         ref, query = ref
         if isinstance(result, rp.ReadReady):  # served at the machine's applied index (>= it)
             shell.ctx.reply(ref, ("ok", shell.machine.applied, shell.machine.query(query)))
             return
     if isinstance(result, rp.Committed):
-        if result.index in shell.results:
-            shell.ctx.reply(ref, ("ok", result.index, shell.results.pop(result.index)))
-        else:
-            shell.waiting[result.index] = ref
+        applied, value = shell.waiters.committed(result.index, ref)
+        if applied:
+            shell.ctx.reply(ref, ("ok", result.index, value))
     elif isinstance(result, rp.NotLeader):
         shell.ctx.reply(ref, ("not_leader", result.leader_hint))
     elif isinstance(result, rp.Refused):
