@@ -281,7 +281,7 @@ def test_an_install_started_over_stages_each_live_entry_and_chunk_once(tmp_path:
     install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 0, b"new-0", False))
     install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 1, b"new-1", True, (3, 5)))
     assert [e.index for e in install._staged(shell)] == [3, 5]
-    with open(os.path.join(shell.install.tmp, DATA_FILE), "rb") as fh:
+    with open(os.path.join(shell.staging.writer.tmp, DATA_FILE), "rb") as fh:
         assert fh.read() == b"new-0new-1"
     with pytest.raises(RuntimeError, match="before its chunk 0"):
         install.store_chunk(shell, rp.StoreSnapshotChunk(11, 1, 1, b"x", False))
