@@ -161,6 +161,10 @@ async def _drive(ctx: Any, node: str, clients: list[tuple[Any, ...]]) -> tuple[i
     return done, time.perf_counter() - t0
 
 
+def _progress(what: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
+
+
 def tables_rows(base: str, txs: int) -> dict[str, Any]:
     import ray
 
@@ -169,16 +173,20 @@ def tables_rows(base: str, txs: int) -> dict[str, Any]:
 
     ray.init(include_dashboard=False, log_to_driver=False)
     t0 = time.perf_counter()
+    _progress("tables: starting")
     c = TablesCluster.start(3, backend="ray", data_dir=os.path.join(base, "tables"))
     out: dict[str, Any] = {"start_seconds": time.perf_counter() - t0}
     try:
         c.rt.wait_warm(60)
+        _progress("tables: ready")
         c.create_zone("Z", partitions=8, replicas=3)
         c.create_table("T", "Z", [("k", "int", False), ("v", "int")], ["k"])
+        _progress("tables: zone and table")
         tx = c.begin(c.nodes[0])  # warm every partition's leader once
         for k in range(16):
             tx.insert("T", {"k": k, "v": 0})
         tx.commit()
+        _progress("tables: warm")
         node = c.nodes[0]
         for writes in (1, 2):
             t0 = time.perf_counter()
@@ -189,12 +197,14 @@ def tables_rows(base: str, txs: int) -> dict[str, Any]:
                     tx.insert("T", {"k": (i * writes + w) % 4096, "v": i})
                 ok += tx.commit()
             out[f"tx{writes}/1"] = ok / (time.perf_counter() - t0)
+            _progress(f"tables: tx{writes}/1 {out[f'tx{writes}/1']:.1f}/s")
             per = txs // 8
             clients = [(_tx_client, table_node_name(node), per, writes, j * 512)
                        for j in range(8)]
             done, seconds = c.rt.run(_drive, node, clients, node=node, timeout=900)
             out[f"tx{writes}/8"] = done / seconds
             out[f"tx{writes}/8_committed"] = done
+            _progress(f"tables: tx{writes}/8 {out[f'tx{writes}/8']:.1f}/s")
         out["partitions"] = 8
     finally:
         c.stop()
@@ -227,6 +237,7 @@ def kv_rows(base: str, puts: int) -> dict[str, Any]:
                    for j in range(8)]
         done, seconds = cluster.rt.run(_drive, leader, clients, node=leader, timeout=900)
         out["put/8"] = done / seconds
+        _progress(f"kv: {out['put/1']:.0f} and {out['put/8']:.0f} puts/s")
     finally:
         cluster.stop()
         ray.shutdown()
