@@ -15,7 +15,7 @@ and transactions/s of the tables tier on Ray beside the KV's puts/s, in one run.
                     proposal. 1 client (the Python API from the driver) and 8 client
                     processes on one node (inside the runtime, as kv_bench's loader).
 
-Usage: python benchmarks/catalog_bench.py [--ddl 10000] [--txs 600] [--puts 1500]
+Usage: python benchmarks/catalog_bench.py [--ddl 10000] [--txs 160] [--puts 1500]
        [--no-ray] [--dir DIR] [--json PATH]
 """
 
@@ -276,7 +276,7 @@ def print_tables(cat: dict[str, Any], tables: dict[str, Any] | None,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ddl", type=int, default=10_000, help="DDL changes in the log")
-    ap.add_argument("--txs", type=int, default=600, help="transactions per 8-client row")
+    ap.add_argument("--txs", type=int, default=160, help="transactions per 8-client row")
     ap.add_argument("--puts", type=int, default=1500, help="puts per 8-client row")
     ap.add_argument("--no-ray", action="store_true", help="the catalog log rows only")
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
