@@ -269,8 +269,8 @@ def print_tables(cat: dict[str, Any], tables: dict[str, Any] | None,
         for writes in (1, 2):
             what = "1 upsert" if writes == 1 else "2 upserts (2 partitions)"
             print(f"| {k} client{'s' if k > 1 else ''}, tx = begin + {what} + commit | "
-                  f"{tables[f'tx{writes}/{k}']:,.0f} | {kv[f'put/{k}']:,.0f} | "
-                  f"{tables[f'tx{writes}/{k}'] / kv[f'put/{k}']:.2f}x |")
+                  f"{tables[f'tx{writes}/{k}']:,.1f} | {kv[f'put/{k}']:,.0f} | "
+                  f"{tables[f'tx{writes}/{k}'] / kv[f'put/{k}']:.3f}x |")
 
 
 def main(argv: list[str] | None = None) -> int:
