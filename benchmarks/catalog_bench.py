@@ -14,9 +14,11 @@ and transactions/s of the tables tier on Ray beside the KV's puts/s, in one run.
                     (two partitions), commit, each fsynced through raft. KV: one put per
                     proposal. 1 client (the Python API from the driver) and 8 client
                     processes on one node (inside the runtime, as kv_bench's loader).
+                    The low watermark is Ignite's default (`--lwm test`: the tests'
+                    0.3 s interval).
 
 Usage: python benchmarks/catalog_bench.py [--ddl 10000] [--txs 160] [--puts 1500]
-       [--no-ray] [--dir DIR] [--json PATH]
+       [--lwm default|test] [--no-ray] [--dir DIR] [--json PATH]
 """
 
 from __future__ import annotations
@@ -165,16 +167,21 @@ def _progress(what: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
 
 
-def tables_rows(base: str, txs: int) -> dict[str, Any]:
+def tables_rows(base: str, txs: int, lwm_name: str) -> dict[str, Any]:
+    """`lwm_name`: "default" (Ignite's: the watermark moves every 5 minutes) or "test"
+    (every 0.3 s, as the tests and scenarios run: each move is a GC proposal to every
+    partition and a compaction iteration with its proposals and flushes)."""
     import ray
 
-    from sediment.actors.tables.cluster import TablesCluster
+    from sediment.actors.catalog.low_watermark import LowWatermarkConfig
+    from sediment.actors.tables.cluster import TEST_LWM, TablesCluster
     from sediment.actors.tables.names import table_node_name
 
     ray.init(include_dashboard=False, log_to_driver=False)
     t0 = time.perf_counter()
-    _progress("tables: starting")
-    c = TablesCluster.start(3, backend="ray", data_dir=os.path.join(base, "tables"))
+    _progress(f"tables: starting ({lwm_name} low watermark)")
+    lwm = TEST_LWM if lwm_name == "test" else LowWatermarkConfig()
+    c = TablesCluster.start(3, backend="ray", data_dir=os.path.join(base, "tables"), lwm=lwm)
     out: dict[str, Any] = {"start_seconds": time.perf_counter() - t0}
     try:
         c.rt.wait_warm(60)
@@ -206,6 +213,7 @@ def tables_rows(base: str, txs: int) -> dict[str, Any]:
             out[f"tx{writes}/8_committed"] = done
             _progress(f"tables: tx{writes}/8 {out[f'tx{writes}/8']:.1f}/s")
         out["partitions"] = 8
+        out["lwm"] = lwm_name
     finally:
         c.stop()
         ray.shutdown()
@@ -279,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--txs", type=int, default=160, help="transactions per 8-client row")
     ap.add_argument("--puts", type=int, default=1500, help="puts per 8-client row")
     ap.add_argument("--no-ray", action="store_true", help="the catalog log rows only")
+    ap.add_argument("--lwm", choices=("default", "test"), default="default",
+                    help="the tables cluster's low watermark config (default: Ignite's)")
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
@@ -289,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         cat = catalog_rows(args.ddl)
         if not args.no_ray:
             kv = kv_rows(base, args.puts)
-            tables = tables_rows(base, args.txs)
+            tables = tables_rows(base, args.txs, args.lwm)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     elapsed = time.perf_counter() - t0
