@@ -207,9 +207,14 @@ class TablesTier:
             self.pending.append(p)
 
     def _kill(self, node: str, t: float) -> None:
+        with contextlib.suppress(*_ERRORS):
+            self._poll_outcomes()  # before its node takes them away
         self.c.kill_node(node)
         self.kills.append((node, self.c.now()))
         self._note(t, f"killed {node}")
+        # the next poll reads through the metastore, which may wait out an election
+        # now: events due before it (the next kill) come first
+        self.last_poll = max(self.last_poll, t)
 
     def _error(self, t: float, what: str) -> None:
         self.errors.append(f"{t:.2f} {what}")
@@ -283,11 +288,15 @@ class TablesTier:
         c = self.c
         with contextlib.suppress(*_ERRORS):
             c.poll()
-            status = c.coordinator_status() or {}
-            for o in status.get("outcomes", ()):
-                self.outcomes[(str(status.get("node")), int(status.get("term", 0)),
-                               float(o["at"]))] = str(o["outcome"])
+            self._poll_outcomes()
             self._fill_versions()
+
+    def _poll_outcomes(self) -> None:
+        """The coordinator's last outcomes (it keeps 64, and loses them with its node)."""
+        status = self.c.coordinator_status() or {}
+        for o in status.get("outcomes", ()):
+            self.outcomes[(str(status.get("node")), int(status.get("term", 0)),
+                           float(o["at"]))] = str(o["outcome"])
 
     def _fill_versions(self) -> None:
         """Versions whose DDL answer a client missed (a timeout): their activation from

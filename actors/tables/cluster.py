@@ -24,7 +24,7 @@ Errors are the typed `CatalogError`s (`TableNotFound`, `TableExists`,
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,10 +91,13 @@ class TablesCluster:
               lwm: lw.LowWatermarkConfig = TEST_LWM, answer_timeout_ms: int = 2_000,
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
               scale_down_after: float | None = None, runtime: Any = None,
-              top_node: str = CONTROL_NODE) -> TablesCluster:
+              top_node: str = CONTROL_NODE,
+              clock_offsets_ms: Mapping[str, int] | None = None) -> TablesCluster:
         """`scale_down_after`: seconds a node must be gone before its replicas move
         (None, as Ignite's default: they never move for a node leaving). `top_node`:
-        where the top supervisor runs (a node of `runtime`'s, when one is given)."""
+        where the top supervisor runs (a node of `runtime`'s, when one is given).
+        `clock_offsets_ms`: node -> ms added to its table node's physical clock (a
+        skewed clock)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
@@ -107,7 +110,8 @@ class TablesCluster:
                          snapshot_every=256, machine=MetastoreFactory(names))
         partitions = PartitionOptions(data_dir, election_timeout)
         config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
-                                 partitions=partitions)
+                                 partitions=partitions, clock_offsets_ms=tuple(sorted(
+                                     (clock_offsets_ms or {}).items())))
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
                                   CoordinatorProcessConfig(names, answer_timeout_ms))
         drivers = (coordinator,
@@ -322,6 +326,20 @@ class TablesCluster:
     def scan(self, table: str, ts: HybridTimestamp | None = None,
              node: str | None = None) -> list[dict[str, Any]]:
         _, rows, _ = self.call(node or self.nodes[0], ("ro_scan", table, ts))
+        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+
+    def lookup(self, index: str, values: Sequence[Any], ts: HybridTimestamp | None = None,
+               node: str | None = None) -> list[dict[str, Any]]:
+        """A read-only index lookup at `ts` (default: now): the rows whose indexed
+        columns equal `values`, by primary key. The index must be AVAILABLE then
+        (`IndexNotAvailable`)."""
+        _, rows, read_ts = self.call(node or self.nodes[0],
+                                     ("ro_lookup", index, tuple(values), ts))
+        cat = self.catalog_at(read_ts, node)
+        found = cat.index_named(index)
+        for pk, row in rows:  # each row was read at read_ts, as a get is
+            if found is not None:
+                self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
         return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
 
     # ---- status -------------------------------------------------------------------------

@@ -61,6 +61,25 @@ class ReadBelowLowWatermark(TableError):
         self.ts, self.lwm = ts, lwm
 
 
+class IndexNotAvailable(TableError):
+    """A lookup in an index that is not AVAILABLE in the catalog at the read's
+    timestamp (still REGISTERED or BUILDING: its entries may be incomplete)."""
+
+    def __init__(self, index: str, status: str) -> None:
+        super().__init__(f"index {index} is {status}, not available")
+        self.index, self.status = index, status
+
+
+class SafeTimeUnavailable(TableError):
+    """A read-only read at `ts` waited (bounded) and some node that may coordinate
+    transactions was still not heard from at or above `ts`: a commit at or below it
+    might still be stamped there (docs/catalog.md rule 5)."""
+
+    def __init__(self, ts: object, behind: object) -> None:
+        super().__init__(f"read at {ts} is not safe yet: not heard at it from {behind}")
+        self.ts, self.behind = ts, behind
+
+
 class UnknownTransaction(TableError):
     """The node coordinates no transaction of that id (never began here, or the node
     restarted since: its transactions were abandoned to recovery)."""
@@ -70,5 +89,6 @@ class UnknownTransaction(TableError):
         self.tx_id = tx_id
 
 
-__all__ = ["InvalidRow", "PartitionUnavailable", "ReadBelowLowWatermark", "TableDropped",
-           "TableError", "TxNotActive", "UnknownTransaction", "WriteConflict"]
+__all__ = ["IndexNotAvailable", "InvalidRow", "PartitionUnavailable", "ReadBelowLowWatermark",
+           "SafeTimeUnavailable", "TableDropped", "TableError", "TxNotActive",
+           "UnknownTransaction", "WriteConflict"]

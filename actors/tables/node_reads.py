@@ -4,7 +4,9 @@
 - Inside an RW transaction (`rw_read`): the partition leader's newest row, the
   transaction's own intent over it; another transaction's intent is a `WriteConflict`
   (no-wait, as writes). Linearizable: a ReadIndex at the leader.
-- Read-only at a timestamp (`ro_read`): the newest version committed at or before
+- Read-only at a timestamp (`ro_read`): first made safe (`node_safe_time.wait_safe`:
+  every node that may coordinate transactions heard from at or above `ts`), then the
+  newest version committed at or before
   `ts`. An intent that may be older is resolved first, as Ignite's write intent
   resolution does: its commit partition's record decides; with no record, the
   transaction's coordinator is asked whether it still runs it (`tx_alive`); if it
@@ -16,7 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sediment.actors.catalog.descriptors import ZonePartition
@@ -24,9 +26,12 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.tables import partition
 from sediment.actors.tables.errors import PartitionUnavailable
 from sediment.actors.tables.group_task import request_group
+from sediment.actors.tables.index_entries import values_of
 from sediment.actors.tables.mvcc import IntentFound, RowKey
 from sediment.actors.tables.names import partition_group, table_node_name
+from sediment.actors.tables.node_safe_time import SafeRead, wait_safe
 from sediment.actors.tables.partition_machine import (
+    IndexLookup,
     ReadAt,
     ReadLatest,
     ReadResolved,
@@ -54,6 +59,8 @@ class ReadPlan:
     catalog_version: int = 0  # the latest, for a finder's cleanup
     wait: float = 0.05
     max_waits: int = 200
+    safe: SafeRead | None = None  # a read-only read: served once its ts is safe (rule 5)
+    lookup: IndexLookup | None = None  # a read-only index lookup (`index_entries.py`)
 
 
 class _Unavailable(Exception):
@@ -65,9 +72,13 @@ async def reader(ctx: Process, plan: ReadPlan, client: CallRef) -> None:
     row None when absent) and the read's timestamp (None inside an RW transaction), or
     ("error", a TableError)."""
     try:
+        if plan.safe is not None and plan.ts is not None:
+            await wait_safe(ctx, plan.safe, plan.ts)
         rows: list[tuple[tuple[Any, ...], Any]] = []
         for group in plan.groups:
-            if plan.tx_id is not None:
+            if plan.lookup is not None:
+                rows += await _lookup(ctx, plan, plan.lookup, group)
+            elif plan.tx_id is not None:
                 rows += await _rw(ctx, plan, group)
             else:
                 rows += await _ro(ctx, plan, group)
@@ -129,6 +140,19 @@ async def _ro(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[
 
 
 _WAIT = object()
+
+
+async def _lookup(ctx: Process, plan: ReadPlan, lookup: IndexLookup,
+                  group: ZonePartition) -> list[tuple[Any, Any]]:
+    """The partition's candidate keys, each read at plan.ts as a read-only get (intents
+    resolved), kept when its row has the values."""
+    keys = await _ask(ctx, plan, group, ("read_index", lookup))
+    out: list[tuple[Any, Any]] = []
+    for key in keys:
+        for pk, row in await _ro(ctx, replace(plan, key=tuple(key), lookup=None), group):
+            if row is not None and values_of(row, lookup.columns) == lookup.values:
+                out.append((pk, row))
+    return out
 
 
 async def _resolve(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowKey,

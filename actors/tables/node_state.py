@@ -29,6 +29,7 @@ from sediment.actors.tables import active_txs, min_tx_time
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.names import META_GROUP
 from sediment.actors.tables.partition_members import PartitionOptions
+from sediment.actors.tables.safe_time import SafeTime
 from sediment.runtime.messages import CallRef
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -45,6 +46,10 @@ class TableNodeConfig:
     partitions: PartitionOptions | None = None
     intent_wait: float = 0.05  # seconds before asking again about a live tx's intent
     max_intent_waits: int = 200
+    safe_wait: float = 0.05  # seconds between clock requests of a read not yet safe
+    max_safe_waits: int = 200
+    # node -> milliseconds added to its physical clock: a skewed clock (tests, sim)
+    clock_offsets_ms: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -77,13 +82,15 @@ class NodeState:
     incarnation: str = ""
     ended: list[dict[str, Any]] = field(default_factory=list)  # recent tx outcomes
     floor_sent: dict[ZonePartition, int] = field(default_factory=dict)  # rule 4
+    safe: SafeTime | None = None  # what this node heard of the others' clocks (rule 5)
+    offset_ms: int = 0  # config.clock_offsets_ms for this node
 
     @property
     def me(self) -> str:
         return self.ctx.self().node
 
     def physical_ms(self) -> int:
-        return int(self.ctx.now() * 1000)
+        return int(self.ctx.now() * 1000) + self.offset_ms
 
     def now(self) -> HybridTimestamp:
         self.clock, ts = hlc.now(self.clock, self.physical_ms())

@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.errors import CatalogError, CatalogVersionCompacted, InvalidCommand
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables import index_build, min_tx_time, mvcc, tx_state
+from sediment.actors.tables import index_build, index_entries, min_tx_time, mvcc, tx_state
 from sediment.actors.tables.mvcc import PartitionRows, Row, WriteIntent
 from sediment.actors.tables.tx_state import FinishOutcome, TxRecord
 
@@ -151,6 +151,8 @@ class PartitionState:
     catalog_floor: int = 0  # commands under an older catalog version are refused
     # index id -> (building catalog version, its backfilled entries)
     indexes: Mapping[int, tuple[int, IndexEntries]] = field(default_factory=dict)
+    # index id -> its entries kept up by commits since the backfill (`index_entries.py`)
+    maintained: Mapping[int, index_entries.MaintainedIndex] = field(default_factory=dict)
 
 
 def initial(group: ZonePartition) -> PartitionState:
@@ -192,8 +194,13 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
         return _versioned(replace(s, txs={**s.txs, cmd.tx_id: record}),
                           cmd.catalog_version), outcome
     if isinstance(cmd, CleanupCmd):
+        written = [(k, s.rows.intents[k].row) for k in mvcc.intents_of(s.rows, cmd.tx_id)]
         rows = mvcc.finalize(s.rows, cmd.tx_id, cmd.commit_ts)
-        return _versioned(replace(s, rows=rows), cmd.catalog_version), Ok()
+        maintained = s.maintained
+        if cmd.commit_ts is not None and written and maintained:
+            maintained = {i: index_entries.on_commit(m, written) for i, m in maintained.items()}
+        return _versioned(replace(s, rows=rows, maintained=maintained),
+                          cmd.catalog_version), Ok()
     if isinstance(cmd, RecoverTxCmd):
         record = tx_state.recover(s.txs.get(cmd.tx_id))
         return replace(s, txs={**s.txs, cmd.tx_id: record}), record
@@ -204,11 +211,17 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
         for table_id in sorted(cmd.dropped_tables):
             rows = mvcc.drop_table(rows, table_id)
         rows, removed = mvcc.gc(rows, cmd.lwm)
-        return replace(s, rows=rows), Collected(removed)
+        maintained = {i: index_entries.prune(m, rows) for i, m in s.maintained.items()
+                      if m.table_id not in cmd.dropped_tables}
+        return replace(s, rows=rows, maintained=maintained), Collected(removed)
     if isinstance(cmd, BuildIndexCmd):
         entries = tuple(index_build.index_entries(s.rows, cmd.table_id, cmd.columns, cmd.ts))
         indexes = {**s.indexes, cmd.index_id: (cmd.catalog_version, entries)}
-        return (_versioned(replace(s, indexes=indexes), cmd.catalog_version),
+        kept = index_entries.start(s.rows, cmd.table_id, cmd.columns, cmd.ts,
+                                   s.maintained.get(cmd.index_id))
+        maintained = {**s.maintained, cmd.index_id: kept}
+        return (_versioned(replace(s, indexes=indexes, maintained=maintained),
+                           cmd.catalog_version),
                 IndexBuilt(cmd.index_id, cmd.catalog_version, len(entries)))
     raise InvalidCommand(type(cmd).__name__)
 

@@ -20,7 +20,8 @@ pickled: local storage, read back by this module only.
 Queries (the raft server's `("query", q)` or `("read_index", q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
 `ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
-`IndexQuery(index_id)`, `ReplayEventsQuery(since)`.
+`IndexQuery(index_id)`, `IndexLookup(index_id, table_id, columns, values)` (the
+candidate keys of an index lookup), `ReplayEventsQuery(since)`.
 
 With the raft server's clock (`set_clock`), the machine records when its replay floor
 was set or lowered (an entry written under an older catalog version applied since the
@@ -43,7 +44,7 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.hosted import HostedMachine
 from sediment.actors.schemas import PARTITION_FILE, migrate
-from sediment.actors.tables import mvcc, partition
+from sediment.actors.tables import index_entries, mvcc, partition
 from sediment.actors.tables.min_tx_time import MinTxTimeState
 from sediment.actors.tables.mvcc import PartitionRows, RowKey, RowVersion, WriteIntent
 from sediment.actors.tables.partition import PartitionState
@@ -108,6 +109,17 @@ class ReplayEventsQuery:
     version) or (seq, at, "flush", 0)]), for the recorder's replay pins."""
 
     since: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLookup:
+    """The primary keys whose row may have `values` in the index (backfill, maintained
+    entries, intents): the reader re-reads each at its timestamp."""
+
+    index_id: int
+    table_id: int
+    columns: tuple[str, ...]
+    values: tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +220,11 @@ class PartitionMachine:
                 return self.incarnation, [e for e in self.events if e[0] > request.since]
             if isinstance(request, IndexQuery):
                 return self.state.indexes.get(request.index_id)
+            if isinstance(request, IndexLookup):
+                backfill = self.state.indexes.get(request.index_id, (0, ()))[1]
+                return index_entries.candidates(
+                    backfill, self.state.maintained.get(request.index_id), rows,
+                    request.table_id, request.columns, request.values)
         except CatalogError as err:
             return err
         return ("error", ("unknown_query", repr(request)[:200]))
@@ -222,7 +239,8 @@ class PartitionMachine:
                 "row_versions": sum(len(c) for c in s.rows.versions.values()),
                 "tables": sorted({k[0] for k in s.rows.versions}),
                 "tx_records": len(s.txs),
-                "indexes": {i: len(e) for i, (_, e) in sorted(s.indexes.items())}}
+                "indexes": {i: len(e) for i, (_, e) in sorted(s.indexes.items())},
+                "maintained": {i: len(m.entries) for i, m in sorted(s.maintained.items())}}
 
     def background(self) -> bool:
         return False
@@ -253,7 +271,8 @@ class PartitionMachine:
                for t, r in s.txs.items()]
         meta = {"group": (s.group.zone_id, s.group.partition), "applied": s.applied,
                 "min_tx": (_ts(s.min_tx.stored), _ts(s.min_tx.durable), s.min_tx.applied_index),
-                "indexes": dict(s.indexes), "catalog_floor": s.catalog_floor}
+                "indexes": dict(s.indexes), "catalog_floor": s.catalog_floor,
+                "maintained": dict(s.maintained)}
         with self.db:
             for table in ("versions", "intents", "txs", "meta"):
                 self.db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed names)
@@ -288,7 +307,8 @@ class PartitionMachine:
         rows = PartitionRows({k: tuple(v) for k, v in chains.items()}, intents)
         applied = int(meta["applied"])
         return PartitionState(group, rows, txs, min_tx, applied, applied, None,
-                              meta.get("catalog_floor", 0), meta.get("indexes", {}))
+                              meta.get("catalog_floor", 0), meta.get("indexes", {}),
+                              meta.get("maintained", {}))
 
 
 def _ts(ts: HybridTimestamp | None) -> int | None:
@@ -309,6 +329,6 @@ class PartitionFactory:
         return PartitionMachine(group_dir, self.group)
 
 
-__all__ = ["FlushCmd", "IndexQuery", "MinTxQuery", "PartitionFactory", "PartitionMachine",
-           "ReadAt", "ReadLatest", "ReadResolved", "ReplayEventsQuery", "ScanAt", "ScanLatest",
-           "TxQuery", "group_of_name"]
+__all__ = ["FlushCmd", "IndexLookup", "IndexQuery", "MinTxQuery", "PartitionFactory",
+           "PartitionMachine", "ReadAt", "ReadLatest", "ReadResolved", "ReplayEventsQuery",
+           "ScanAt", "ScanLatest", "TxQuery", "group_of_name"]

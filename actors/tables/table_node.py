@@ -21,7 +21,9 @@ watermark and the collector of its partitions' published minimum tx times. It:
 Requests (calls): ("ddl", commands), ("begin",), ("write", tx, table, row),
 ("delete", tx, table, key), ("get", tx, table, key), ("scan", tx, table),
 ("commit", tx), ("rollback", tx), ("ro_get", table, key, ts), ("ro_scan", table, ts),
-("tx_alive", tx), ("txs_finished", version), ("subscribe_lwm", pid) -> ("lwm", current
+("ro_lookup", index, values, ts) (the rows whose indexed columns equal `values`),
+("tx_alive", tx), ("clock", ts) -> ("clock", node, incarnation, now) (rule 5,
+`node_safe_time.py`), ("txs_finished", version), ("subscribe_lwm", pid) -> ("lwm", current
 or None), ("status",).
 Errors are answered ("error", a CatalogError); nothing changed.
 """
@@ -35,16 +37,30 @@ from sediment import log
 from sediment.actors.catalog import catalog_log, compaction_participant, ddl
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.compaction_messages import MinTimesRequest, PrepareUpdateTxBeginTime
-from sediment.actors.catalog.errors import CatalogError, InvalidCommand, InvalidDdl, TableNotFound
+from sediment.actors.catalog.descriptors import Catalog, IndexStatus
+from sediment.actors.catalog.errors import (
+    CatalogError,
+    IndexNotFound,
+    InvalidCommand,
+    InvalidDdl,
+    TableNotFound,
+)
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.tables import active_txs, min_tx_time, node_txs, partitioning
-from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
+from sediment.actors.tables import node_safe_time as nst
+from sediment.actors.tables import safe_time as st
+from sediment.actors.tables.errors import (
+    IndexNotAvailable,
+    ReadBelowLowWatermark,
+    UnknownTransaction,
+)
 from sediment.actors.tables.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group
 from sediment.actors.tables.node_reads import ReadPlan, reader
+from sediment.actors.tables.node_safe_time import ClockHeard, may_observe, start_clock
 from sediment.actors.tables.node_state import (
     NodeState,
     TableNodeConfig,
@@ -63,7 +79,12 @@ from sediment.actors.tables.partition import (
     GcCmd,
     UpdateMinActiveTxTimeCmd,
 )
-from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery, group_of_name
+from sediment.actors.tables.partition_machine import (
+    FlushCmd,
+    IndexLookup,
+    MinTxQuery,
+    group_of_name,
+)
 from sediment.actors.tables.partition_members import (
     PartitionOptions,
     partition_spec,
@@ -99,6 +120,10 @@ async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     """Process entry."""
     s = NodeState(ctx, config, lwm=lw.init(config.lwm))
     s.incarnation = str(int(ctx.now() * 1_000_000))
+    s.offset_ms = dict(config.clock_offsets_ms).get(s.me, 0)
+    s.safe = st.init(s.me, frozenset(config.nodes))
+    await ctx.spawn(start_clock, s.me, config.nodes, ctx.self(), label="start-clock",
+                    host=RAFT_HOST)
     await _catch_up(s)
     versions = await meta_query(s, VersionsQuery())
     await _lwm_event(s, lw.Start(s.physical_ms(), load_lwm(s.lwm_path()),
@@ -131,6 +156,11 @@ async def _handle(s: NodeState, msg: Any) -> None:
             await _ddl_done(s, what[1], msg)
         elif isinstance(what, tuple) and what[0] == "floor" and not msg.ok:
             s.floor_sent.pop(what[1], None)  # not taken: the next look proposes again
+    elif isinstance(msg, ClockHeard):
+        if may_observe(msg.ts, s.physical_ms(), s.config.max_clock_skew_ms):
+            s.observe(msg.ts)
+        if s.safe is not None:
+            s.safe = st.heard(s.safe, msg.node, msg.incarnation, msg.ts)
     elif isinstance(msg, _Activated):
         ctx.reply(msg.client, msg.reply)
     elif isinstance(msg, _Ensure):
@@ -158,10 +188,15 @@ async def _on_call(s: NodeState, call: Call) -> Any:
         return await node_txs.write(s, call.from_, r[1], r[2], r[3], kind == "delete")
     if kind in ("commit", "rollback") and len(r) == 2:
         return await node_txs.commit(s, call.from_, r[1], kind == "rollback")
-    if kind in ("get", "scan", "ro_get", "ro_scan"):
+    if kind in ("get", "scan", "ro_get", "ro_scan", "ro_lookup"):
         return await _read(s, call, kind, r)
     if kind == "ddl" and len(r) == 2:
         return await _ddl(s, call, r[1])
+    if kind == "clock" and len(r) == 2:
+        # a reader elsewhere makes its read's timestamp safe (node_safe_time.py)
+        if may_observe(r[1], s.physical_ms(), s.config.max_clock_skew_ms):
+            s.observe(r[1])
+        return nst.answer(s.me, float(s.incarnation), s.now())
     if kind == "tx_alive" and len(r) == 2:
         return node_txs.tx_alive(s, r[1])
     if kind == "txs_finished" and len(r) == 2 and isinstance(r[1], int):
@@ -403,6 +438,7 @@ async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
 
 async def _read(s: NodeState, call: Call, kind: str, r: tuple[Any, ...]) -> Any:
     latest = await catalog_log_now(s)
+    safe: nst.SafeRead | None = None
     if kind in ("get", "scan"):
         tx = s.txs.get(r[1]) if isinstance(r[1], str) else None
         if tx is None:
@@ -412,13 +448,19 @@ async def _read(s: NodeState, call: Call, kind: str, r: tuple[Any, ...]) -> Any:
         key = r[3] if kind == "get" and len(r) == 4 else None
     else:
         ts = r[-1] if isinstance(r[-1], HybridTimestamp) else None
-        if ts is None:  # now, a millisecond back: no commit after the read goes below it
+        if ts is None:  # now, a millisecond back; served once safe (rule 5)
             ts = s.now().subtract_physical(1)
         if s.lwm.lwm is not None and ts < s.lwm.lwm:
             raise ReadBelowLowWatermark(ts, s.lwm.lwm)
+        assert s.safe is not None
+        safe = nst.SafeRead(s.safe, s.now(), s.ctx.self(), s.config.safe_wait,
+                            s.config.max_safe_waits)
         cat = await catalog_at(s, ts)
         table_name, tx_id = r[1], None
         key = r[2] if kind == "ro_get" else None
+    lookup = None
+    if kind == "ro_lookup":
+        lookup, table_name = _lookup(cat, r)
     table = cat.table_named(table_name)
     if table is None:
         raise TableNotFound(str(table_name))
@@ -433,9 +475,26 @@ async def _read(s: NodeState, call: Call, kind: str, r: tuple[Any, ...]) -> Any:
     await known_assignments(s, groups)
     plan = ReadPlan(table.id, groups, dict(s.assignments), key, ts, tx_id,
                     catalog_log.active_version(latest, s.now()), s.config.intent_wait,
-                    s.config.max_intent_waits)
+                    s.config.max_intent_waits, safe, lookup)
     await s.ctx.spawn(reader, plan, call.from_, label="reader", host=RAFT_HOST)
     return None
+
+
+def _lookup(cat: Catalog, r: tuple[Any, ...]) -> tuple[IndexLookup, str]:
+    """("ro_lookup", index name, values, ts): the partitions' query and the table."""
+    if len(r) != 4 or not isinstance(r[2], tuple):
+        raise InvalidCommand(f"an index lookup is (index, values tuple, ts): {repr(r)[:100]}")
+    index = cat.index_named(r[1]) if isinstance(r[1], str) else None
+    if index is None:
+        raise IndexNotFound(str(r[1]))
+    if index.status is not IndexStatus.AVAILABLE:
+        raise IndexNotAvailable(index.name, index.status.value)
+    if len(r[2]) != len(index.columns):
+        raise InvalidCommand(f"index {index.name} has {len(index.columns)} columns, "
+                             f"{len(r[2])} values given")
+    table = cat.table(index.table_id)
+    assert table is not None  # an index goes with its table
+    return IndexLookup(index.id, table.id, index.columns, r[2]), table.name
 
 
 def _status(s: NodeState) -> dict[str, Any]:
