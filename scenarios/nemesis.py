@@ -78,6 +78,9 @@ NAME_OF_ROLE: dict[str, Callable[[str], str]] = {
     "log_worker": lambda n: worker_name(KV_GROUP, n),
 }
 NAME_WAIT, NAME_POLL = 2.0, 0.1  # seconds: how long and how often to look a name up again
+# seconds a failpoint armed by name waits for the name to be registered again: its process
+# may be restarting (after an earlier crash failpoint, a restart takes seconds on Ray)
+ARM_NAME_WAIT = 10.0
 UNSUPPORTED: dict[type, str] = {}
 
 
@@ -287,15 +290,7 @@ class Injector:
         if isinstance(a, Delay | Drop):
             return self._link_fault(i, a)
         if isinstance(a, ArmFailpoint):
-            pid, node, _ = self.process(a.target)
-            if pid is None:
-                return {"node": node, "point": a.point, "missed": "no such process"}
-            self.rt.arm_failpoint(pid, a.point, a.action, count=a.count, seconds=a.seconds,
-                                  notify=self.notify, tag=fired_tag(i))
-            done.failpoint = (pid, a.point)
-            if a.action == "crash":
-                self.armed.append((i, pid, a.point, node))
-            return {"node": node, "process": str(pid), "point": a.point, "then": a.action}
+            return self._arm(i, a, done)
         if isinstance(a, PauseProcess | ResumeProcess):
             return self._pause_fault(a, done)
         if isinstance(a, ClockSkew):
@@ -304,6 +299,35 @@ class Injector:
             done.skewed = node
             return {"node": node, "seconds": a.seconds}
         raise UnsupportedScenario(f"{fault.name} is not supported")  # check_supported
+
+    def _arm(self, i: int, a: ArmFailpoint, done: _Done) -> dict[str, Any]:
+        """Arm a failpoint. A target named by its registered name whose name is free (its
+        process between a death and its restart's registration) is waited for, up to
+        ARM_NAME_WAIT; the record says how long, or that it gave up."""
+        pid, node, _ = self.process(a.target)
+        waited = 0.0
+        if pid is None and a.target.name is not None:
+            while pid is None and waited < ARM_NAME_WAIT:
+                self.rt.sleep(NAME_POLL)
+                waited += NAME_POLL
+                pid = self.rt.whereis(a.target.name)
+            if pid is None:
+                return {"node": node, "point": a.point,
+                        "missed": f"no process registered as {a.target.name!r} within "
+                                  f"{ARM_NAME_WAIT:g} s"}
+            node = pid.node
+        if pid is None:
+            return {"node": node, "point": a.point, "missed": "no such process"}
+        self.rt.arm_failpoint(pid, a.point, a.action, count=a.count, seconds=a.seconds,
+                              notify=self.notify, tag=fired_tag(i))
+        done.failpoint = (pid, a.point)
+        if a.action == "crash":
+            self.armed.append((i, pid, a.point, node))
+        detail: dict[str, Any] = {"node": node, "process": str(pid), "point": a.point,
+                                  "then": a.action}
+        if waited:
+            detail["waited_for_name"] = round(waited, 3)
+        return detail
 
     def _pause_fault(self, a: PauseProcess | ResumeProcess, done: _Done) -> dict[str, Any]:
         """Suspend a process (SIGSTOP), or resume the one a pause of the same target

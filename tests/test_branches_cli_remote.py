@@ -3,7 +3,8 @@ reach the KV over the cluster's etcd endpoints and report deletes to its delete 
 (`actors/branches/shell/sensor_wire.py`), so the cluster's compactor compacts a branch
 after enough deletes while every read stays the same. The report's wire format is
 checked here without Ray; the end-to-end test runs `sediment start --backend ray` in a
-subprocess (its own local Ray) and every command as a separate `sediment` process."""
+subprocess (on the session's Ray cluster) and every command as a separate `sediment`
+process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,25 +76,41 @@ def test_a_held_data_dir_whose_cluster_does_not_answer_is_unavailable(
 # ---- against `sediment start` on Ray -------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
+def _env(ray_address: str | None = None) -> dict[str, str]:
     env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONHASHSEED="0")
     env.pop("RAY_ADDRESS", None)
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
     return env
 
 
+# `sediment start` with its threads' stacks dumped on SIGUSR1: a start that does not stop
+# on Ctrl-C shows where it waits (in its output) before it is killed
+START = ("import faulthandler, signal, sys; "
+         "faulthandler.register(signal.SIGUSR1, all_threads=True); "
+         "from sediment.cli import main; sys.exit(main(sys.argv[1:]))")
+STOP_WAIT = 60.0  # seconds a stopped `sediment start` may take to exit (it takes 1-4 s)
+
+
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[Path]:
-    """A `sediment start --backend ray` over a fresh data dir, stopped (Ctrl-C) after."""
+def running(tmp_path: Path, ray_cluster: Any) -> Iterator[Path]:
+    """A `sediment start --backend ray` over a fresh data dir, on the session's Ray
+    cluster (as in the suite's Ray pass, where a bare `ray.init()` finds it anyway),
+    stopped with Ctrl-C after; one that does not exit within STOP_WAIT fails the test.
+    Its output goes to a file: a pipe nobody reads while the test runs could fill."""
     d = tmp_path / "cluster"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sediment", "start", "--backend", "ray", "--data-dir", str(d),
-         "--etcd-port", "0", "--branch-delete-threshold", str(THRESHOLD),
-         "--branch-compaction-interval", "1"],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out_path = tmp_path / "start.out"
+    with out_path.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", START, "start", "--backend", "ray", "--data-dir", str(d),
+             "--etcd-port", "0", "--branch-delete-threshold", str(THRESHOLD),
+             "--branch-compaction-interval", "1"],
+            env=_env(ray_cluster.address), stdout=out, stderr=subprocess.STDOUT, text=True)
+    stuck = None
     try:
         deadline = time.monotonic() + START_WAIT
         while True:
-            assert proc.poll() is None, f"sediment start ended: {proc.communicate()[0]}"
+            assert proc.poll() is None, f"sediment start ended: {out_path.read_text()}"
             try:
                 state = json.loads((d / STATE_FILE).read_text())
             except (OSError, ValueError):
@@ -100,23 +118,40 @@ def running(tmp_path: Path) -> Iterator[Path]:
             if state.get("endpoints"):
                 break
             assert time.monotonic() < deadline, "sediment start did not come up"
-            time.sleep(1)
+            time.sleep(0.5)
         yield d
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
-                proc.communicate(timeout=120)
+                proc.wait(timeout=STOP_WAIT)
             except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGUSR1)  # the stacks, into its output
+                time.sleep(1)
                 proc.kill()
-                proc.communicate()
+                proc.wait()
+                stuck = out_path.read_text()[-20_000:]
+    if stuck is not None:
+        pytest.fail(f"sediment start did not exit {STOP_WAIT} s after Ctrl-C:\n{stuck}")
+
+
+def _command(d: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "sediment", "--log-level", "warning", "branches",
+            "--data-dir", str(d), *args]
 
 
 def sed(d: Path, *args: str) -> tuple[int, str, str]:
-    r = subprocess.run([sys.executable, "-m", "sediment", "--log-level", "warning",
-                        "branches", "--data-dir", str(d), *args],
-                       env=_env(), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(_command(d, *args), env=_env(), capture_output=True, text=True,
+                       timeout=120)
     return r.returncode, r.stdout, r.stderr
+
+
+def sed_all(d: Path, *commands: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """Several read-only commands, each a `sediment` process, run side by side."""
+    procs = [subprocess.Popen(_command(d, *args), env=_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for args in commands]
+    outs = [p.communicate(timeout=120) for p in procs]
+    return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)]
 
 
 def ok(d: Path, *args: str) -> str:
@@ -125,20 +160,28 @@ def ok(d: Path, *args: str) -> str:
     return out
 
 
+def _ok(args: tuple[str, ...], result: tuple[int, str, str]) -> str:
+    code, out, err = result
+    assert code == 0, f"sediment branches {' '.join(args)}: exit {code}: {err}"
+    return out
+
+
 def reads(d: Path) -> tuple[object, ...]:
-    """Everything a reader of branch dev sees: a listing in pages, gets, the diff."""
+    """Everything a reader of branch dev sees: a listing in pages, gets, the diff (the
+    commands side by side: each its own process, reading one state)."""
     pages, after = [], ""
-    while True:
+    while True:  # pages one after the other: a page starts after the last one's end
         page = json.loads(ok(d, "ls", "demo", "dev", "--prefix", "a/", "--after", after,
                              "--amount", "4", "--json"))
         pages.append(page)
         if not page["has_more"]:
             break
         after = page["entries"][-1]["path"]
-    got = json.loads(ok(d, "get", "demo", "dev", "a/10", "--json"))
-    gone = sed(d, "get", "demo", "dev", "a/00")
-    diff = json.loads(ok(d, "diff", "demo", "dev", "--json"))
-    return pages, got, gone[0], diff
+    commands = [("get", "demo", "dev", "a/10", "--json"), ("get", "demo", "dev", "a/00"),
+                ("diff", "demo", "dev", "--json")]
+    got, gone, diff = sed_all(d, *commands)
+    return (pages, json.loads(_ok(commands[0], got)), gone[0],
+            json.loads(_ok(commands[2], diff)))
 
 
 @pytest.mark.ray
@@ -174,7 +217,7 @@ def test_the_commands_talk_to_a_running_cluster_whose_sensor_compacts(running: P
         if record["compacted_metarange"] is not None:
             break
         assert time.monotonic() < deadline, f"no compaction after the deletes: {record}"
-        time.sleep(1)
+        time.sleep(0.2)  # a poll is a process: no need to wait long between two
     assert record["commit_id"] == head and record["compaction_start_time"] is not None
     assert abs(record["compaction_start_time"] - time.time()) < 3600  # the wall clock
     assert reads(d) == before  # the compaction changed no read

@@ -161,7 +161,10 @@ def _read_table(root: str, repo: str, kind: Kind, file_id: str,
     if content_id(data) != file_id:
         raise CorruptRange(kind, file_id, path, "content does not match its id")
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # one thread, the plain file reader: a range is small, and Arrow's thread pools
+        # left running at interpreter exit abort a short-lived process now and then
+        # ("terminate called without an active exception", apache/arrow#34314)
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except (pa.ArrowException, OSError, ValueError) as err:
         raise CorruptRange(kind, file_id, path, f"{type(err).__name__}: {err}") from err
     if not table.schema.remove_metadata().equals(schema):
