@@ -36,7 +36,6 @@ before the next): identical bytes for the same applied entries on every member.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
 import os
@@ -52,6 +51,12 @@ from sediment.actors.kv.errors import (
     ErrRevisionNotAfterHead,
     InvalidRequest,
     KvError,
+)
+from sediment.actors.kv.snapshot_encoding import (
+    SNAPSHOT_MAGIC,
+    PinnedReader,
+    SnapshotJob,
+    encode,
 )
 from sediment.actors.kv.store import ALL_KEYS, Store
 from sediment.actors.kv.types import (
@@ -70,7 +75,6 @@ from sediment.actors.kv.types import (
 from sediment.actors.log.raft.types import Entry
 
 DB_FILE = "kv.sqlite"
-SNAPSHOT_MAGIC = b"netsy-snapshot/2\n"
 FIRST_KEY = b"\0"  # the smallest non-empty key: [FIRST_KEY, ALL_KEYS) is every key
 
 ReadEntry = Callable[[int], Entry | None]
@@ -115,6 +119,7 @@ class NetsyMachine:
         self._closed = False
         self.auth = AuthKeeper(self.store)
         self.rows_compacted = 0  # by background(), since open (the raft metrics read it)
+        self._reader = PinnedReader(self.path)  # snapshots encoded off the loop read here
 
     # ------------------------------------------------------------------ apply --
 
@@ -183,28 +188,23 @@ class NetsyMachine:
 
     def snapshot(self) -> tuple[bytes, list[int]]:
         """(bytes, live indexes) of the state at `applied`, durable before return."""
+        self._make_durable()
+        auth = self.auth.state.to_json()
+        return encode(self.store, self.applied, auth), self.store.live_indexes()
+
+    def begin_snapshot(self) -> SnapshotJob:
+        """`snapshot()` in two parts: the state at `applied` made durable and pinned now
+        (cheap), and a job that encodes it from any thread (the costly part, off the
+        raft host's loop: `snapshot_encoding.py`). The job runs once; the next
+        `begin_snapshot` waits for it."""
+        self._reader.wait()
+        self._make_durable()
+        return self._reader.pin(self.applied, self.auth.state.to_json())
+
+    def _make_durable(self) -> None:
         if self.store.meta("applied") != self.applied:
             self.store.set_meta("applied", self.applied)
         self.store.checkpoint()
-        return self._encode(), self.store.live_indexes()
-
-    def _encode(self) -> bytes:
-        s = self.store
-        compactions = [rev for rev, _ in s.compactions()]
-        rows = _logical_rows(s.skeleton(), compactions)
-        keys = sorted({bytes(r[2]) for r in rows})
-        number = {k: i for i, k in enumerate(keys)}
-        doc = {
-            "applied": self.applied,
-            "head": s.head,
-            "compactions": compactions,
-            "keys": [k.hex() for k in keys],
-            "rows": [[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows],
-            "entries": [[r, i, p] for r, i, p in s.entries()],
-            "leases": [list(row) for row in lease_store.rows(s)],
-            "auth": self.auth.state.to_json(),
-        }
-        return SNAPSHOT_MAGIC + json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     def restore(self, data: bytes, index: int, live: ReadEntry | Sequence[Entry]) -> None:
         """Replace the whole state by the snapshot at `index`, refilling every value that is
@@ -220,6 +220,7 @@ class NetsyMachine:
         meta = {"head": snap.head, "applied": snap.applied}
         finished = [(rev, True) for rev in snap.compactions]
         entries = [(r, i, p) for r, (i, p) in sorted(snap.entries.items())]
+        self._reader.wait()  # a FULL checkpoint follows: no snapshot may be reading
         self.store.replace_all(rows, finished, meta, entries, snap.leases)
         self.auth.save(auth_store.AuthState.from_json(snap.auth), None)
         self.store.checkpoint()
@@ -341,6 +342,7 @@ class NetsyMachine:
         if self._closed:
             return
         self._closed = True
+        self._reader.close()
         if self.store.meta("applied") != self.applied:
             self.store.set_meta("applied", self.applied)
         self.store.close()
@@ -352,28 +354,6 @@ def netsy(group_dir: str, **options: Any) -> NetsyMachine:
 
 
 # ---------------------------------------------------------------- helpers --
-
-
-def _logical_rows(skeleton: list[tuple[Any, ...]], compactions: list[int]) -> list[tuple[Any, ...]]:
-    """Rows by (revision, sub) with `compacted_at` as if every compaction had finished
-    before the next: the first compaction at or above the revision where the row became
-    compactable (a tombstone: its own; a put: the next change of its key)."""
-    out = []
-    for i, (rev, sub, key, create, mod, version, deleted, _, lease) in enumerate(skeleton):
-        nxt = skeleton[i + 1] if i + 1 < len(skeleton) else None
-        same_key = nxt is not None and nxt[2] == key
-        threshold = rev if deleted else (nxt[0] if same_key and nxt is not None else None)
-        out.append((rev, sub, bytes(key), create, mod, version, deleted,
-                    _first_at_or_above(compactions, threshold), lease))
-    out.sort(key=lambda r: (r[0], r[1]))
-    return out
-
-
-def _first_at_or_above(sorted_revs: list[int], threshold: int | None) -> int | None:
-    if threshold is None:
-        return None
-    i = bisect.bisect_left(sorted_revs, threshold)
-    return sorted_revs[i] if i < len(sorted_revs) else None
 
 
 def _decode(data: bytes) -> _Snapshot:

@@ -113,6 +113,7 @@ class StoreBase:
         limits: Limits = DEFAULT_LIMITS,
         compaction_batch: int = DEFAULT_COMPACTION_BATCH,
         synchronous: str = "FULL",
+        any_thread: bool = False,
     ) -> None:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
@@ -121,7 +122,9 @@ class StoreBase:
         self.compaction_batch = compaction_batch
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}")
-        self._db = sqlite3.connect(self.path, isolation_level=None)
+        # any_thread: a reader pinned on one thread and read on another (one at a time)
+        self._db = sqlite3.connect(self.path, isolation_level=None,
+                                   check_same_thread=not any_thread)
         self._batching = False  # inside batch(): writes are savepoints of its transaction
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
@@ -324,6 +327,15 @@ class StoreBase:
     def set_meta(self, name: str, value: int) -> None:
         """Set one meta row in its own transaction (e.g. `applied` after writeless entries)."""
         self._set_meta(name, value)
+
+    def begin_read(self) -> None:
+        """Open a read transaction and load the revisions it sees: every read until
+        `end_read` sees this state, whatever other connections commit meanwhile (WAL)."""
+        self._db.execute("BEGIN")
+        self._load()
+
+    def end_read(self) -> None:
+        self._db.execute("COMMIT")
 
     def checkpoint(self) -> None:
         """Make every committed transaction durable whatever `synchronous` is: a FULL WAL

@@ -60,10 +60,10 @@ from sediment.actors.blocks.metastore import (
 )
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
-from sediment.actors.blocks.shell.offload import run_blocking
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call
+from sediment.runtime.offload import run_blocking
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 

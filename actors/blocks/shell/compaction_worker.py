@@ -38,9 +38,9 @@ from sediment.actors.blocks import worker as wk
 from sediment.actors.blocks.jobs import AssignedJob, JobStatus, PollRequest, PollResponse
 from sediment.actors.blocks.shell import locate
 from sediment.actors.blocks.shell.config import BlocksConfig
-from sediment.actors.blocks.shell.offload import run_blocking
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call
+from sediment.runtime.offload import run_blocking
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.blocks.worker")

@@ -19,7 +19,7 @@ from sediment.actors.blocks import merge
 from sediment.actors.blocks.errors import InvalidRows
 from sediment.actors.blocks.jobs import AssignedJob, CompactedBlocks
 from sediment.actors.blocks.meta import BlockMeta, compacted_block_id
-from sediment.actors.blocks.shell.offload import run_blocking
+from sediment.runtime.offload import run_blocking
 from sediment.runtime.process import Process
 
 

@@ -36,7 +36,6 @@ from sediment.actors.blocks.meta import BlockMeta
 from sediment.actors.blocks.metastore import AddBlocks, FlushCursor, ReadFlushCursor
 from sediment.actors.blocks.service import AddBlocksResult
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
-from sediment.actors.blocks.shell.offload import run_blocking
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
@@ -44,6 +43,7 @@ from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.messages import Call
+from sediment.runtime.offload import run_blocking
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.blocks.flusher")

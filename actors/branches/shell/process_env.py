@@ -1,6 +1,6 @@
 """The environment of the branch tier's flows inside a Sediment process: the runtime's
 clock (virtual on sim) and sleep, blocking file work off the event loop where the
-runtime has threads (`blocks/shell/offload.py`), and fresh staging tokens.
+runtime has threads (`runtime/offload.py`), and fresh staging tokens.
 
 The clock: the runtime's by default (virtual on sim, monotonic on Ray). With
 `wall_clock` it is the wall clock (plus a clock-skew fault's offset): what a cluster
@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sediment.actors.blocks.shell.offload import run_blocking
+from sediment.runtime.offload import run_blocking
 from sediment.runtime.process import Process
 
 T = TypeVar("T")

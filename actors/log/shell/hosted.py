@@ -9,6 +9,9 @@ to every machine through this one interface:
   back at open); the server feeds entries above it only.
 - `apply(entry)`: apply one committed entry, return the proposer's result.
 - `snapshot()`: (bytes, live indexes) of the state at `applied`, durable before return.
+- `begin_snapshot()` (optional): the same in two parts, for a machine whose snapshot
+  takes long to encode: the state made durable and pinned now, and a job the server
+  runs in a thread (the raft host's loop keeps serving heartbeats meanwhile).
 - `restore(data, index, read_entry)`: replace the state by a snapshot at `index`;
   `read_entry(i)` gives the live entry at index i (from an installed snapshot, or the
   local log when a start finds the machine behind its latest snapshot).

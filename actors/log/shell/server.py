@@ -78,6 +78,7 @@ from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
+from sediment.runtime.offload import submit_blocking
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
@@ -368,6 +369,8 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         if dropped:  # overwritten whole: nothing references them any more
             ctx.send(shell.worker, DeleteSegments(tuple(r.file for r in dropped)))
         return None
+    if isinstance(msg, _SnapshotFailed):
+        raise RuntimeError(f"snapshot failed: {msg.reason}")
     if isinstance(msg, SnapshotWritten):
         shell.snapshotting = False
         shell.snap_state = msg.state
@@ -624,11 +627,27 @@ def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None
     if shell.machine.applied != last.index:  # a machine on disk ahead of the log: later
         return
     shell.snapshotting = True
-    data, live = shell.machine.snapshot()
     conf = membership.at(state, last.index)  # recorded with it: a restart starts from it
-    shell.ctx.send(shell.worker, TakeSnapshot(
-        last.index, last.term, data, tuple(live), tuple(shell.refs), shell.ctx.self(),
-        to_meta(conf)))
+    begin = getattr(shell.machine, "begin_snapshot", None)
+    job = begin() if begin is not None else shell.machine.snapshot
+    refs = tuple(shell.refs)  # as they are at the state the snapshot holds
+
+    def taken(result: tuple[bytes, list[int]] | None, error: BaseException | None) -> None:
+        if error is not None or result is None:  # the disk: crash, as a loop's error would
+            shell.ctx.send(shell.ctx.self(), _SnapshotFailed(repr(error)))
+            return
+        data, live = result
+        shell.ctx.send(shell.worker, TakeSnapshot(
+            last.index, last.term, data, tuple(live), refs, shell.ctx.self(), to_meta(conf)))
+
+    submit_blocking(job, taken)  # in a thread on Ray; now, in order, on the simulator
+
+
+@dataclass(frozen=True)
+class _SnapshotFailed:
+    """Encoding a snapshot in a thread failed: the server crashes with the reason."""
+
+    reason: str
 
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
