@@ -413,23 +413,29 @@ def test_a_process_that_looked_a_name_up_finds_its_next_holder(rt: Any) -> None:
 
 
 def test_kill_from_outside(rt: Any) -> None:
-    victim = rt.spawn(idle, node="n2")
+    victim = rt.spawn(echo, node="n2")  # answers: the relay knows its monitor is in place
     watcher = rt.spawn(collector, node="n1")
-    rt.run(_monitor_for, victim, watcher)
+    rt.run(_monitor_for, victim, watcher, True)
     rt.kill(victim)
     assert eventually(rt, lambda: any(isinstance(m, Down) for m in rt.call(watcher, "get")))
     down = next(m for m in rt.call(watcher, "get") if isinstance(m, Down))
     assert down.reason == KILLED and down.pid == victim
 
 
-async def _monitor_for(ctx: Process, victim: Pid, watcher: Pid) -> None:
+async def _monitor_for(ctx: Process, victim: Pid, watcher: Pid, confirm: bool = False) -> None:
     """Start a relay that monitors `victim` and forwards its Down to `watcher`."""
-    await ctx.spawn(_relay_monitor, victim, watcher, ctx.self(), node="n1")
+    await ctx.spawn(_relay_monitor, victim, watcher, ctx.self(), confirm, node="n1")
     await ctx.receive(lambda m: m == "armed", timeout=20)
 
 
-async def _relay_monitor(ctx: Process, victim: Pid, watcher: Pid, armed: Pid) -> None:
+async def _relay_monitor(ctx: Process, victim: Pid, watcher: Pid, armed: Pid,
+                         confirm: bool) -> None:
+    """Monitors `victim`; with `confirm` (an echo victim) says so only once the monitor
+    is in place: a kill racing the monitor request rightly gives `noproc`, and signals
+    between two processes keep their order, so an answered call means it arrived."""
     ctx.monitor(victim)
+    if confirm:
+        await ctx.call(victim, "monitored?", timeout=20)
     ctx.send(armed, "armed")
     down = await ctx.receive(Down)
     ctx.send(watcher, down)
