@@ -108,9 +108,9 @@ class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
 
 
 class TokenInterceptor(grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-                       grpc.UnaryStreamClientInterceptor,
-                       grpc.StreamUnaryClientInterceptor,
-                       grpc.StreamStreamClientInterceptor):
+                       grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+                       grpc.StreamUnaryClientInterceptor,  # type: ignore[misc]
+                       grpc.StreamStreamClientInterceptor):  # type: ignore[misc]
     """Adds `token: <token>` to the metadata of every call (unary and streaming)."""
 
     def __init__(self, token: str) -> None:
