@@ -44,6 +44,7 @@ from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_pr
 from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
 from sediment.actors.branches.tier import Tier, TierConfig
 from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.types import Event as KvEvent
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -226,8 +227,10 @@ class _Down(BranchesError):
     """The compactor a client asked was not running (moving with the KV leader)."""
 
 
-def collect(rt: Any, started: Started) -> tuple[CheckResult, list[str]]:
-    """The `branch_reads` check of the collected history, and notes for the report."""
+def collect(rt: Any, started: Started, log: Sequence[KvEvent] | None = None,
+            log_complete: bool = False) -> tuple[CheckResult, list[str]]:
+    """The `branch_reads` check of the collected history (completed from the committed
+    log's events, `log`, when given), and notes for the report."""
     answer = rt.call(started.collector, ("events",), timeout=120)
     collected, dropped = answer
     events: list[Event] = []
@@ -253,7 +256,7 @@ def collect(rt: Any, started: Started) -> tuple[CheckResult, list[str]]:
             key = f"{type(ev).__name__.lower()}:{kind}"
             kinds[key] = kinds.get(key, 0) + 1
     notes.append(f"branch updates: {_counts(kinds)}")
-    return check_branch_reads(events), notes
+    return check_branch_reads(events, log, log_complete), notes
 
 
 def _status(rt: Any, name: str, field: str | None) -> str:

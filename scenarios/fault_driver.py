@@ -5,7 +5,9 @@ A moment with a breakpoint (`holds.py`) is waited for by the run's trigger waite
 breakpoint is armed everywhere, the first process to reach it stays there while the
 fault lands, then goes on. A tier state is polled instead. At the end the failpoints the
 nemesis armed are marked with when and where they fired (their hits, which the run's
-recorder heard).
+recorder heard). A fault `when: {failpoint_fired: j}` polls those hits until faults[j]'s
+is among them, then is applied (a failpoint on a process that hit fired in waits for
+the process's restart: armed on the dying one it would be lost).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from sediment import log
 from sediment.runtime.api import Runtime
 from sediment.runtime.errors import RuntimeErrorBase
+from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.pid import Pid
 from sediment.scenarios import holds, nemesis, trigger_waiter
 from sediment.scenarios.history import FaultEvent
@@ -24,6 +27,7 @@ from sediment.scenarios.schema_blocks import TIER_TRIGGERS
 
 _logger = log.get_logger("sediment.scenarios.runner")
 
+FIRED_POLL = 0.05  # seconds between looks at the failpoints that fired
 LEADER_WAIT = 3.0  # seconds a leader target waits for an election (a loaded Ray's included)
 
 ReportFn = Callable[[str, float, str], None]
@@ -63,6 +67,13 @@ class FaultDriver:
         elif fault.when is None:
             detail.update(injector.apply(step.fault, fault), phase="start",
                           ranged=fault.until is not None)
+        elif fault.when.fired is not None:
+            hit = self._wait_fired(fault, fault.when.fired)
+            detail.update(trigger=fault.when.trigger, hit=hit is not None,
+                          seen=f"faults[{fault.when.fired}] fired in {hit.pid}" if hit else
+                          f"faults[{fault.when.fired}] did not fire")
+            detail.update(injector.apply(step.fault, fault, avoid=hit.pid if hit else None),
+                          phase="start", ranged=fault.until is not None)
         else:
             hold = holds.hold_of(fault.when.trigger)
             moment = self._wait_for(step.fault, fault)  # held there until released here
@@ -96,6 +107,25 @@ class FaultDriver:
                 self.faults[k] = FaultEvent(event.t, event.action, {
                     **event.detail, "fired_at": round(float(hit.t) - self.t0, 6),
                     "fired_in": str(hit.pid)})
+
+    def _wait_fired(self, fault: Fault, j: int) -> FailpointHit | None:
+        """The hit of faults[j]'s failpoint (the run's recorder hears it), polled until
+        the fault's window ends; None (noted) if it never fired."""
+        assert fault.when is not None
+        end = fault.until if fault.until is not None else self.duration
+        if fault.when.within is not None:
+            end = min(end, fault.at + fault.when.within)
+        tag = nemesis.fired_tag(j)
+        while True:
+            fired = self.rt.call(self.recorder, ("fired",), timeout=30)
+            hit = fired.get(tag)
+            if isinstance(hit, FailpointHit):
+                return hit
+            if self._now() >= end:
+                self.notes.append(f"fault {fault.name} at {fault.at:g}: faults[{j}]'s "
+                                  f"failpoint had not fired by {end:g}; applied then")
+                return None
+            self.rt.sleep(FIRED_POLL)
 
     def _wait_for(self, i: int, fault: Fault) -> trigger_waiter.Moment:
         """Wait for the fault's moment: at its breakpoint (armed here; on a hit the

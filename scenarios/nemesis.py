@@ -162,6 +162,7 @@ class Injector:
         self.paused: dict[Pid, ProcessTarget] = {}  # suspended processes, in pause order
         self.known_leader: str | None = None  # while applying: the leader a wait just saw
         self.held: tuple[str, Pid] | None = None  # while applying: (role, pid) held there
+        self.avoid: Pid | None = None  # while applying: a process a crash failpoint took
 
     # -- resolving targets --
 
@@ -247,16 +248,17 @@ class Injector:
     # -- applying --
 
     def apply(self, i: int, fault: Fault, leader: str | None = None,
-              held: tuple[str, Pid] | None = None) -> dict[str, Any]:
+              held: tuple[str, Pid] | None = None, avoid: Pid | None = None) -> dict[str, Any]:
         """Start fault `i`; returns the detail for the timeline. `leader`: the KV leader
         as a trigger's wait just saw it (a `leader` target then needs no lookup);
         `held`: (role, pid) of the process a trigger's breakpoint holds, which a target
-        of that role (a compaction worker) then is."""
-        self.known_leader, self.held = leader, held
+        of that role (a compaction worker) then is; `avoid`: a process an earlier crash
+        failpoint fired in, which a failpoint armed by name must not land on (it dies)."""
+        self.known_leader, self.held, self.avoid = leader, held, avoid
         try:
             return self._apply(i, fault)
         finally:
-            self.known_leader, self.held = None, None
+            self.known_leader, self.held, self.avoid = None, None, None
 
     def _apply(self, i: int, fault: Fault) -> dict[str, Any]:
         done = _Done()
@@ -303,14 +305,20 @@ class Injector:
     def _arm(self, i: int, a: ArmFailpoint, done: _Done) -> dict[str, Any]:
         """Arm a failpoint. A target named by its registered name whose name is free (its
         process between a death and its restart's registration) is waited for, up to
-        ARM_NAME_WAIT; the record says how long, or that it gave up."""
+        ARM_NAME_WAIT; the record says how long, or that it gave up. So is the restart of
+        a process a crash failpoint just fired in (`avoid`): its name may still be the
+        dying one's."""
         pid, node, _ = self.process(a.target)
         waited = 0.0
+        if pid == self.avoid and a.target.name is not None:
+            pid = None
         if pid is None and a.target.name is not None:
             while pid is None and waited < ARM_NAME_WAIT:
                 self.rt.sleep(NAME_POLL)
                 waited += NAME_POLL
                 pid = self.rt.whereis(a.target.name)
+                if pid == self.avoid:
+                    pid = None
             if pid is None:
                 return {"node": node, "point": a.point,
                         "missed": f"no process registered as {a.target.name!r} within "

@@ -448,7 +448,8 @@ class _Run:
             results = [_doubt(r, a.unknown_entries) for r in results]
         out += results
         if self.branches is not None:
-            branch_check, notes = branch_tier.collect(self.rt, self.branches)
+            branch_check, notes = branch_tier.collect(
+                self.rt, self.branches, a.truth, log_complete=not a.unknown_entries)
             out.append(branch_check)
             self.notes += notes
         if self.tables is not None:

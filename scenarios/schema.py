@@ -301,10 +301,14 @@ RANGED: frozenset[str] = frozenset({
 class When:
     """A fault that waits, from its `at`, for a moment of the compaction protocols (etcd's
     failpoint triggers): the action is applied as soon as `trigger` holds, or at the end
-    of the `within` window if it never does (the run reports that as a missed trigger)."""
+    of the `within` window if it never does (the run reports that as a missed trigger).
+    `failpoint_fired` waits instead for the failpoint an earlier fault (`fired`, its
+    index) armed to fire: a failpoint armed on a process that an earlier crash failpoint
+    is about to take down would go down with it."""
 
-    trigger: Trigger | TierTrigger
+    trigger: Trigger | TierTrigger | Literal["failpoint_fired"]
     within: float | None = None  # seconds after `at`; None: until `until` or the end
+    fired: int | None = None  # failpoint_fired: the earlier fault whose failpoint fired
 
 
 @dataclass(frozen=True)

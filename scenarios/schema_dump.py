@@ -116,7 +116,10 @@ def _fault_dict(f: Fault) -> dict[str, Any]:
     d: dict[str, Any] = {"at": _num(f.at), f.name: _action_dict(f.action)}
     if f.until is not None:
         d["until"] = _num(f.until)
-    if f.when is not None:
+    if f.when is not None and f.when.fired is not None:
+        d["when"] = {f.when.trigger: f.when.fired, **(
+            {} if f.when.within is None else {"within": _num(f.when.within)})}
+    elif f.when is not None:
         d["when"] = (f.when.trigger if f.when.within is None
                      else {"trigger": f.when.trigger, "within": _num(f.when.within)})
     return d

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from sediment.scenarios.schema import (
     ACTIONS,
@@ -56,7 +56,15 @@ from sediment.scenarios.schema_yaml import got
 def read_faults(r: ValueReader, v: object, path: Path_) -> tuple[Fault, ...]:
     """The scenario's `faults`: when each fires, what it does, and to what."""
     items = r.items(v, path, MAX_FAULTS)
-    return tuple(_fault(r, x, (*path, i)) for i, x in enumerate(items))
+    faults = tuple(_fault(r, x, (*path, i)) for i, x in enumerate(items))
+    for i, f in enumerate(faults):
+        if f.when is None or f.when.fired is None:
+            continue
+        j = f.when.fired
+        if j >= i or not isinstance(faults[j].action, ArmFailpoint):
+            r.fail((*path, i, "when", FIRED), f"must name an earlier fault that arms a "
+                   f"failpoint, got {j}")
+    return faults
 
 
 def _fault(r: ValueReader, v: object, path: Path_) -> Fault:
@@ -87,8 +95,16 @@ def _fault(r: ValueReader, v: object, path: Path_) -> Fault:
     return Fault(at, action, until, when)
 
 
+FIRED: Final = "failpoint_fired"
+
+
 def _when(r: ValueReader, v: object, path: Path_, at: float, until: float | None) -> When:
-    """`when: notice` or `when: {trigger: notice, within: 2}`."""
+    """`when: notice`, `when: {trigger: notice, within: 2}` or `when: {failpoint_fired:
+    1, within: 2}` (after faults[1]'s failpoint fired)."""
+    if isinstance(v, dict) and FIRED in v:
+        m = r.mapping(v, path, (FIRED, "within"), required=(FIRED,))
+        fired = r.integer(m[FIRED], (*path, FIRED), 0, MAX_FAULTS - 1)
+        return When(FIRED, _within(r, m, path, at, until), fired)
     known: tuple[str, ...] = (*TRIGGERS, *TIER_TRIGGERS) if r.blocks else TRIGGERS
     if r.branches:
         known = (*known, *BRANCH_TRIGGERS)
@@ -100,6 +116,11 @@ def _when(r: ValueReader, v: object, path: Path_, at: float, until: float | None
     r.needs_tier(m["trigger"], (*path, "trigger"), TIER_TRIGGERS)
     r.needs_branches(m["trigger"], (*path, "trigger"))
     trigger = cast(Trigger, r.choice(m["trigger"], (*path, "trigger"), known))
+    return When(trigger, _within(r, m, path, at, until))
+
+
+def _within(r: ValueReader, m: dict[str, Any], path: Path_, at: float,
+            until: float | None) -> float | None:
     within = r.opt(m, "within", path,
                    lambda x, p: r.number(x, p, 0.0, MAX_DURATION_S, open_lo=True), None)
     if within is not None:
@@ -108,7 +129,7 @@ def _when(r: ValueReader, v: object, path: Path_, at: float, until: float | None
             what = "until" if until is not None else "duration"
             r.fail((*path, "within"), f"the window must end by {what} ({end:g}), "
                    f"got at + within = {at + within:g}")
-    return When(trigger, within)
+    return within
 
 
 def _action(r: ValueReader, name: str, v: object, path: Path_) -> FaultAction:

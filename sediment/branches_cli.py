@@ -40,9 +40,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sediment.cli_args import HelpFormatter, int_at_least
+
+if TYPE_CHECKING:
+    from sediment.branches_remote import Security
 
 NODES_FILE = "branches.json"
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -168,6 +171,16 @@ def _shared(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--endpoints", default=d(None), metavar="URLS",
                    help="a running cluster's etcd endpoints, comma-separated (default: "
                         "those of the `sediment start` holding --data-dir, if any)")
+    p.add_argument("--cacert", default=d(None), metavar="FILE",
+                   help="with --endpoints: the CA that signed the etcd servers' "
+                        "certificates (TLS; default: none, or the system's for https://)")
+    p.add_argument("--cert", default=d(None), metavar="FILE",
+                   help="with --endpoints: a client certificate for TLS (with --key)")
+    p.add_argument("--key", default=d(None), metavar="FILE",
+                   help="with --endpoints: the client certificate's key (with --cert)")
+    p.add_argument("--user", default=d(None), metavar="NAME[:PASSWORD]",
+                   help="with --endpoints: an etcd user (auth enabled); its token goes "
+                        "with every request")
     p.add_argument("--backend", choices=BACKENDS, default=d("sim"),
                    help="with no running cluster: sim, the simulator in this process; "
                         "ray, an embedded local Ray or RAY_ADDRESS (default: sim)")
@@ -251,17 +264,22 @@ def _state(data_dir: Path) -> dict[str, Any]:
 
 
 @contextmanager
-def open_remote_lake(endpoints: list[str], blocks: Path) -> Iterator[tuple[Any, Any]]:
+def open_remote_lake(endpoints: list[str], blocks: Path,
+                     security: Security | None = None) -> Iterator[tuple[Any, Any]]:
     """The branch tier over a running cluster's etcd endpoints, and the reporter that
-    sends its deletes to that cluster's sensor (flush it after the command)."""
+    sends its deletes to that cluster's sensor (flush it after the command); both over
+    TLS and with the user's token as `security` says (`branches_remote.py`)."""
+    from sediment import branches_remote as remote
     from sediment.actors.branches.api import Branches
     from sediment.actors.branches.metarange import MetaRangeStore
     from sediment.actors.branches.ports import EtcdKv, SyncEnv
     from sediment.actors.branches.shell.sensor_wire import DeleteReporter
-    from sediment.actors.etcd.client import connect
 
-    reporter = DeleteReporter(endpoints)
-    with connect(endpoints) as client:
+    security = security or remote.Security()
+    token = remote.authenticate(endpoints, security) if security.user is not None else None
+    reporter = DeleteReporter(endpoints, credentials=security.credentials(endpoints),
+                              metadata=() if token is None else ((remote.TOKEN_KEY, token),))
+    with remote.connect(endpoints, security, token) as client:
         yield (Branches.over(EtcdKv(client), SyncEnv(), MetaRangeStore(str(blocks)),
                              on_delete=reporter), reporter)
 
@@ -275,8 +293,6 @@ def _remote(args: argparse.Namespace, data_dir: Path) -> tuple[list[str], Path] 
         urls = [e.strip() for e in args.endpoints.split(",") if e.strip()]
         if not urls:
             return "--endpoints names no endpoint"
-        if any(u.startswith("https://") for u in urls):
-            return "--endpoints over TLS is not supported by `sediment branches` yet"
         return urls, blocks
     holder = _held_by_start(data_dir)
     if holder is None:
@@ -285,10 +301,15 @@ def _remote(args: argparse.Namespace, data_dir: Path) -> tuple[list[str], Path] 
     if not isinstance(endpoints, dict) or not endpoints:
         return (f"{data_dir} is held by a running `sediment start` (pid {holder}) that "
                 "serves no etcd API (on sim); stop it, or start it with --backend ray")
-    urls = [str(u) for u in endpoints.values()]
-    if any(u.startswith("https://") for u in urls):
-        return "the cluster serves its etcd API over TLS: not supported here yet"
-    return urls, blocks
+    return [str(u) for u in endpoints.values()], blocks
+
+
+def _security(args: argparse.Namespace) -> Security:
+    """The TLS and auth options (ValueError: a bad combination)."""
+    from sediment import branches_remote as remote
+
+    user, password = (None, None) if args.user is None else remote.parse_user(args.user)
+    return remote.Security(args.cacert, args.cert, args.key, user, password)
 
 
 def cmd_branches(args: argparse.Namespace) -> int:
@@ -300,20 +321,30 @@ def cmd_branches(args: argparse.Namespace) -> int:
         print("sediment: branches: name a command (`sediment branches --help`)",
               file=sys.stderr)
         return EXIT_USAGE
+    from sediment import branches_remote as remote
     from sediment.actors.kv.errors import KvError
 
     data_dir = Path(args.data_dir).resolve()
-    remote = _remote(args, data_dir)
-    if isinstance(remote, str):
-        print(f"sediment: {remote}", file=sys.stderr)
+    where = _remote(args, data_dir)
+    if isinstance(where, str):
+        print(f"sediment: {where}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        security = _security(args)
+    except ValueError as exc:
+        print(f"sediment: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if where is None and security != remote.Security():
+        print("sediment: --cacert, --cert, --key and --user are for a running cluster "
+              "(--endpoints)", file=sys.stderr)
         return EXIT_USAGE
     lost = None
     try:
-        if remote is None:
+        if where is None:
             with open_lake(data_dir, args.backend, args.nodes) as lake:
                 out = _dispatch(lake, args)
         else:
-            with open_remote_lake(*remote) as (lake, reporter):
+            with open_remote_lake(*where, security) as (lake, reporter):
                 try:
                     out = _dispatch(lake, args)
                 finally:
@@ -327,6 +358,9 @@ def cmd_branches(args: argparse.Namespace) -> int:
     except KvError as exc:
         print(f"sediment: the cluster: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except remote.AuthFailed as exc:
+        print(f"sediment: the cluster: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     finally:
         if lost is not None:
             print(f"sediment: warning: the deletes are staged but no delete sensor counted "

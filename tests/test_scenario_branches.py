@@ -74,6 +74,9 @@ def _check_evidence(name: str, result: RunResult) -> None:
         points = [d.get("point") for d in started]
         assert points == [f"branches.compactor.after_step{i}" for i in (1, 2, 3)]
         assert not [n for n in result.notes if "never fired" in n], result.notes
+        # step 3's failpoint was armed once step 2's had fired, and fired after it
+        assert started[2]["trigger"] == "failpoint_fired" and started[2]["hit"], started[2]
+        assert started[2]["fired_at"] > started[1]["fired_at"] > started[0]["fired_at"]
     elif name == "branch-kv-leader-killed-mid-compaction":
         held = [d for d in started if holds.hold_of(str(d.get("trigger"))) is not None]
         assert len(held) == 2 and all(d["hit"] and "branches.compactor.after_step1"

@@ -19,6 +19,9 @@ KV revision order (writes and branch updates before reads at the same revision):
 - **update rules**: each update is its kind's rule applied to the branch the model
   has (seal, compaction start and finish, commit, reset).
 
+With the committed log, a branch update or write whose call was indeterminate (no
+record, or only `Uncertain`) is taken from the log when it committed (`branch_log.py`).
+
 Revisions are only compared for order and equality, never assumed to be numbered in
 any particular way.
 """
@@ -26,7 +29,7 @@ any particular way.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sediment.actors.branches.branch import Branch
@@ -42,6 +45,8 @@ from sediment.actors.branches.history import (
     Uncertain,
     Updated,
 )
+from sediment.actors.kv.types import Event as KvEvent
+from sediment.scenarios.checkers.branch_log import complete_history
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
 
 NAME = "branch_reads"
@@ -87,9 +92,25 @@ def _order(ev: Event) -> tuple[int, int]:
     raise TypeError(f"no effect revision: {ev!r:.80}")
 
 
-def check_branch_reads(events: Iterable[Event]) -> CheckResult:
+def check_branch_reads(events: Iterable[Event], log: Sequence[KvEvent] | None = None,
+                       log_complete: bool = False) -> CheckResult:
+    """Judge the recorded history; with the committed log's events (`log`), first add
+    the updates and writes the log has and no record does (`branch_log.py`: an
+    indeterminate call did not record what it did), and with a complete log report
+    records the log does not have."""
     history = list(events)
     check = _Check()
+    taken = ""
+    if log is not None:
+        recorded = len(history)
+        history, unlogged = complete_history(history, log)
+        if log_complete:
+            check.problems += unlogged
+        added = history[recorded:]
+        ups = sum(1 for ev in added if isinstance(ev, Updated))
+        taken = (f"; from the committed log {ups} update(s) and {len(added) - ups} write(s) "
+                 f"no record had: {', '.join(_what(ev) for ev in added[:3])}"
+                 if added else "; every logged update and write was recorded")
     for u in history:
         if isinstance(u, Uncertain):
             check.uncertain[(u.repo, u.branch)].setdefault(u.path, []).append(u.entry)
@@ -108,9 +129,18 @@ def check_branch_reads(events: Iterable[Event]) -> CheckResult:
     if check.problems:
         head = check.problems[0]
         rest = check.problems[1:MAX_DETAILS]
-        return violated(NAME, f"{len(check.problems)} problem(s): {head}", (), rest)
+        return violated(NAME, f"{len(check.problems)} problem(s): {head}{taken}", (), rest)
     return passed(NAME, f"{check.reads} reads equal the model; "
-                        f"{sum(len(w) for w in check.winners.values())} updates in chains")
+                        f"{sum(len(w) for w in check.winners.values())} updates in chains"
+                        f"{taken}")
+
+
+def _what(ev: Event) -> str:
+    if isinstance(ev, Updated):
+        return f"{ev.kind} of {ev.repo}/{ev.branch} at revision {ev.revision}"
+    if isinstance(ev, Staged):
+        return f"write of {ev.path!r:.40} at revision {ev.revision}"
+    return type(ev).__name__
 
 
 # ---- updates ------------------------------------------------------------------------------

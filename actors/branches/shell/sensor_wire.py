@@ -95,14 +95,20 @@ def handler(forward: Forward) -> Any:
 
 class DeleteReporter:
     """Collects a command's deletes (the tier's `DeleteHook`) and reports them in one
-    request to the first endpoint that answers. The deletes are already committed:
+    request to the first endpoint that answers (over TLS with `credentials`, with
+    `metadata` such as etcd's auth token). The deletes are already committed:
     a report that reaches no sensor loses only their count (`flush` says so)."""
 
-    def __init__(self, endpoints: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, endpoints: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
+                 credentials: grpc.ChannelCredentials | None = None,
+                 metadata: Sequence[tuple[str, str]] = ()) -> None:
         if not endpoints:
             raise ValueError("a reporter needs at least one endpoint")
-        self.endpoints = [e.removeprefix("http://") for e in endpoints]
+        self.endpoints = [e.removeprefix("http://").removeprefix("https://")
+                          for e in endpoints]
         self.timeout = timeout
+        self.credentials = credentials  # TLS, when the cluster serves it
+        self.metadata = tuple(metadata)  # e.g. etcd's auth token
         self.pending: list[CountDelete] = []
 
     def __call__(self, repo: str, branch: str, token: str, sealed: int) -> None:
@@ -115,9 +121,11 @@ class DeleteReporter:
         body, why = encode(self.pending[:MAX_DELETES]), "no endpoint answered"
         for endpoint in self.endpoints:
             try:
-                with grpc.insecure_channel(endpoint) as channel:
+                with (grpc.insecure_channel(endpoint) if self.credentials is None
+                      else grpc.secure_channel(endpoint, self.credentials)) as channel:
                     call = channel.unary_unary(PATH)
-                    answer = json.loads(call(body, timeout=self.timeout))
+                    answer = json.loads(call(body, timeout=self.timeout,
+                                             metadata=self.metadata or None))
             except grpc.RpcError as err:
                 why = f"{endpoint}: {err.code().name}: {err.details()}"
                 if err.code() != grpc.StatusCode.UNAVAILABLE:
