@@ -39,6 +39,7 @@ from sediment.actors.catalog.hlc import HybridTimestamp, hts
 from sediment.actors.catalog.machine import CompactCatalog, SnapshotSaved
 from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.tables import named_pids
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, table_node_name
 from sediment.runtime.errors import CallError
@@ -101,7 +102,7 @@ class _Coordinator:
                     ctx.send(pid, PrepareUpdateTxBeginTime(e.ts))
         elif isinstance(e, cc.RequestView):
             try:
-                log_, assignments = await ctx.call(raft_name(META_GROUP, self.me),
+                log_, assignments = await named_pids.call(ctx, raft_name(META_GROUP, self.me),
                                                    ("query", ViewQuery()), timeout=10)
             except CallError as err:
                 await self.step(cc.ViewFailed(e.iteration, f"metastore unreadable: {err}"))

@@ -66,7 +66,7 @@ from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebal
 from sediment.actors.tables.recorder import Recorder, poll_replay
 from sediment.actors.tables.table_node import table_node
 from sediment.runtime import api
-from sediment.runtime.errors import CallError
+from sediment.runtime.errors import CallError, CallExit, NoProc
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
 
@@ -84,6 +84,8 @@ class TablesCluster:
     owns_runtime: bool = True
     recorder: Recorder = field(default_factory=Recorder)
     timeout: float = 30.0
+    # name -> pid found: the driver's calls skip the registry (named_pids.py says why)
+    _pids: dict[str, Pid] = field(default_factory=dict, repr=False)
 
     @classmethod
     def start(cls, nodes: int | Sequence[str] = 3, backend: str = "sim",
@@ -151,7 +153,7 @@ class TablesCluster:
 
     def raft_status(self, node: str, group: str = META_GROUP) -> dict[str, Any] | None:
         try:
-            return self.rt.call(raft_name(group, node), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self._call(raft_name(group, node), ("status",), 5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -167,16 +169,42 @@ class TablesCluster:
 
     def node_status(self, node: str) -> dict[str, Any] | None:
         try:
-            return self.rt.call(table_node_name(node), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self._call(table_node_name(node), ("status",), 5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
     def call(self, node: str, request: Any) -> Any:
         """A table node request; its typed error raised."""
-        reply = self.rt.call(table_node_name(node), request, timeout=self.timeout)
+        reply = self._call(table_node_name(node), request, self.timeout)
         if isinstance(reply, tuple) and reply and reply[0] == "error":
             raise reply[1]
         return reply
+
+    def _call(self, name: str, request: Any, timeout: float) -> Any:
+        """`rt.call(name, ...)` with the pid remembered (as `named_pids.NamedPids`: a
+        process found gone is looked up again once)."""
+        pid = self._pids.get(name)
+        if pid is not None:
+            try:
+                return self.rt.call(pid, request, timeout=timeout)
+            except (NoProc, CallExit) as err:
+                self._pids.pop(name, None)
+                fresh = self.rt.whereis(name)
+                if fresh is None:
+                    raise NoProc(f"no process registered as {name!r}") from err
+                if fresh == pid:
+                    raise
+                pid = fresh
+        else:
+            pid = self.rt.whereis(name)
+            if pid is None:
+                raise NoProc(f"no process registered as {name!r}")
+        self._pids[name] = pid
+        try:
+            return self.rt.call(pid, request, timeout=timeout)
+        except (NoProc, CallExit):
+            self._pids.pop(name, None)
+            raise
 
     # ---- DDL ----------------------------------------------------------------------------
 
@@ -210,13 +238,13 @@ class TablesCluster:
 
     def assignments(self, node: str | None = None) -> dict[Any, frozenset[str]]:
         """The stable assignments, from a node's metastore replica."""
-        return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
-                            ("query", AssignmentsQuery()), timeout=self.timeout)
+        return self._call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
+                           ("query", AssignmentsQuery()), self.timeout)
 
     def rebalances(self, node: str | None = None) -> dict[Any, Any]:
         """The pending rebalances, from a node's metastore replica."""
-        return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
-                            ("query", RebalancesQuery()), timeout=self.timeout)
+        return self._call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
+                           ("query", RebalancesQuery()), self.timeout)
 
     def wait_rebalanced(self, zone: str, timeout: float | None = None) -> None:
         """Wait (bounded) until every partition of the zone has its planned replica count
@@ -269,8 +297,8 @@ class TablesCluster:
     def catalog(self, node: str | None = None) -> Any:
         """The latest catalog version, from a node's replica."""
         latest = self.versions().latest_version
-        reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
-                             ("query", CatalogVersionQuery(latest)), timeout=self.timeout)
+        reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
+                            ("query", CatalogVersionQuery(latest)), self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply
@@ -297,8 +325,8 @@ class TablesCluster:
     def catalog_at(self, ts: HybridTimestamp, node: str | None = None) -> Any:
         """The catalog version active at `ts` (CatalogVersionCompacted below the
         snapshot), from a node's replica."""
-        reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
-                             ("query", CatalogAtQuery(ts)), timeout=self.timeout)
+        reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
+                            ("query", CatalogAtQuery(ts)), self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply

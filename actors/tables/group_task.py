@@ -3,7 +3,9 @@
 The table node and the compaction coordinator must never block on a raft round trip
 (their mailboxes carry client calls, timers and the coordinator's messages), so each
 proposal or linearizable read runs in a task process. It tries the members in turn,
-follows leader hints (bounded: `attempts` tries within `PATIENCE` seconds), and sends
+follows leader hints (bounded: `attempts` tries within `PATIENCE` seconds), starting
+at the member that last answered for the group in this host (`named_pids`: a task or a
+reader otherwise asked a follower first two times in three, one hop more), and sends
 back one `TaskDone(tag, ok, results)`: the results of its requests, run in order (a
 later one only after the earlier one applied: the minimum tx time update before the
 flush that publishes it). A request that never succeeds ends the task with ok False.
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.tables import named_pids
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -37,9 +40,11 @@ async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], reques
                         attempts: int = ATTEMPTS) -> tuple[bool, Any]:
     """One request at whichever member leads: (True, the machine's answer) or (False,
     None) after `attempts` tries."""
-    hint: str | None = None
     if not nodes:
         return False, None
+    leaders = named_pids.of(ctx).leaders  # the host's last known leader of each group
+    known = leaders.get(group)
+    hint: str | None = known if known in nodes else None
     deadline = ctx.now() + PATIENCE
     for attempt in range(attempts):
         if ctx.now() > deadline:
@@ -47,11 +52,13 @@ async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], reques
         target = hint or nodes[attempt % len(nodes)]
         hint = None
         try:
-            reply = await ctx.call(raft_name(group, target), request, timeout=2.0)
+            reply = await named_pids.call(ctx, raft_name(group, target), request, 2.0)
         except CallError:
             reply = ("down",)
         if reply[0] == "ok":
+            leaders[group] = target
             return True, reply[2]
+        leaders.pop(group, None)
         if reply[0] == "not_leader" and reply[1] is not None and reply[1] != target:
             hint = reply[1]
             continue

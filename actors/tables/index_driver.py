@@ -40,6 +40,7 @@ from sediment.actors.catalog.descriptors import IndexStatus, ZonePartition
 from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.tables import index_build as ib
+from sediment.actors.tables import named_pids
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
 from sediment.actors.tables.partition import BuildIndexCmd, IndexBuilt
@@ -85,8 +86,8 @@ class _Driver:
 
     async def tick(self) -> None:
         try:
-            self.log, self.assignments = await self.ctx.call(
-                raft_name(META_GROUP, self.me), ("query", ViewQuery()), timeout=10)
+            self.log, self.assignments = await named_pids.call(
+                self.ctx, raft_name(META_GROUP, self.me), ("query", ViewQuery()), timeout=10)
         except CallError:
             return
         assert self.log is not None
@@ -157,7 +158,7 @@ class _Driver:
             if isinstance(e, ib.AskTxsFinished):
                 for node in sorted(e.nodes):
                     try:
-                        reply = await self.ctx.call(table_node_name(node),
+                        reply = await named_pids.call(self.ctx, table_node_name(node),
                                                     ("txs_finished", e.version), timeout=5)
                     except CallError:
                         continue
@@ -174,7 +175,7 @@ class _Driver:
             await self.ctx.failpoint(BEFORE_AVAILABLE)
             self.available_proposed_at.setdefault(index_id, self.ctx.now())
         try:
-            reply = await self.ctx.call(table_node_name(self.me), ("ddl", (command,)),
+            reply = await named_pids.call(self.ctx, table_node_name(self.me), ("ddl", (command,)),
                                         timeout=self.config.ddl_timeout)
         except CallError as err:
             reply = ("down", str(err)[:100])

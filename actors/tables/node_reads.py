@@ -23,7 +23,7 @@ from typing import Any
 
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables import partition
+from sediment.actors.tables import named_pids, partition
 from sediment.actors.tables.errors import PartitionUnavailable
 from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.index_entries import values_of
@@ -183,8 +183,8 @@ def coordinator_of(tx_id: str) -> str:
 
 async def _coordinator_alive(ctx: Process, tx_id: str) -> bool:
     try:
-        return bool(await ctx.call(table_node_name(coordinator_of(tx_id)), ("tx_alive", tx_id),
-                                   timeout=2.0))
+        return bool(await named_pids.call(ctx, table_node_name(coordinator_of(tx_id)),
+                                          ("tx_alive", tx_id), 2.0))
     except CallError:
         return False
 

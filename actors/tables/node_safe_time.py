@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.tables import named_pids
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import SafeTimeUnavailable
 from sediment.actors.tables.names import table_node_name
@@ -122,7 +123,7 @@ async def _ask(ctx: Process, node: str, ts: HybridTimestamp | None) -> Any:
     """The node's answer; None if its table node does not exist; _NO_ANSWER if it did
     not answer in time."""
     try:
-        reply = await ctx.call(table_node_name(node), ("clock", ts), timeout=ASK_TIMEOUT)
+        reply = await named_pids.call(ctx, table_node_name(node), ("clock", ts), ASK_TIMEOUT)
     except NoProc:
         return None
     except CallError:

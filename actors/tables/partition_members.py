@@ -19,8 +19,10 @@ from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.log.shell.log_worker import log_worker
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name, worker_name
 from sediment.actors.log.shell.server import GroupSpec, raft_server
+from sediment.actors.tables import named_pids
 from sediment.actors.tables.names import partition_group, parts_sup_name
 from sediment.actors.tables.partition_machine import PartitionFactory
+from sediment.runtime.errors import NoProc
 from sediment.runtime.process import Process
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, supervisor
 
@@ -70,29 +72,30 @@ def member_spec(node: str, spec: GroupSpec) -> ChildSpec:
 
 async def start_member(ctx: Process, node: str, spec: GroupSpec) -> Any:
     """Start this node's member of `spec`'s group (no-op if it runs); the reply."""
-    sup = await ctx.whereis(parts_sup_name(node))
-    if sup is None:
+    try:
+        return await named_pids.call(ctx, parts_sup_name(node),
+                                     requests.start_child(member_spec(node, spec)), 30)
+    except NoProc:
         return ("error", "no partitions supervisor")
-    return await ctx.call(sup, requests.start_child(member_spec(node, spec)), timeout=30)
 
 
 async def running_members(ctx: Process, node: str) -> list[str]:
     """The groups this node's partitions supervisor runs a member of."""
-    sup = await ctx.whereis(parts_sup_name(node))
-    if sup is None:
+    try:
+        which = await named_pids.call(ctx, parts_sup_name(node), requests.which_children(), 30)
+    except NoProc:
         return []
-    which = await ctx.call(sup, requests.which_children(), timeout=30)
     return [cid for cid, _, _ in which if isinstance(cid, str)]
 
 
 async def stop_member(ctx: Process, node: str, group: str) -> None:
     """Stop and forget this node's member of `group` (its replica moved away, or its
     zone was dropped). Its files stay on disk."""
-    sup = await ctx.whereis(parts_sup_name(node))
-    if sup is None:
-        return
     for request in (requests.terminate_child(group), requests.delete_child(group)):
-        await ctx.call(sup, request, timeout=30)
+        try:
+            await named_pids.call(ctx, parts_sup_name(node), request, 30)
+        except NoProc:
+            return
 
 
 __all__ = ["PartitionOptions", "member_spec", "partition_spec", "parts_supervisor",

@@ -51,6 +51,7 @@ from sediment.actors.catalog.metastore_machine import (
     ViewQuery,
 )
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.tables import named_pids
 from sediment.actors.tables import rebalance as rb
 from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
@@ -109,7 +110,7 @@ async def _change(ctx: Process, group: str, nodes: tuple[str, ...], op: str,
     while ctx.now() < deadline:
         for target in nodes:
             try:
-                reply = await ctx.call(raft_name(group, target), ("change", op, node),
+                reply = await named_pids.call(ctx, raft_name(group, target), ("change", op, node),
                                        timeout=5)
             except CallError:
                 continue
@@ -128,7 +129,7 @@ async def _leader_view(ctx: Process, group: str,
                        nodes: tuple[str, ...]) -> dict[str, Any] | None:
     for node in nodes:
         try:
-            view = await ctx.call(raft_name(group, node), ("status",), timeout=5)
+            view = await named_pids.call(ctx, raft_name(group, node), ("status",), timeout=5)
         except CallError:
             continue
         if view.get("role") == "leader":
@@ -231,9 +232,9 @@ class _Driver:
 
     async def tick(self) -> None:
         try:
-            log_, stable = await self.ctx.call(raft_name(META_GROUP, self.me),
+            log_, stable = await named_pids.call(self.ctx, raft_name(META_GROUP, self.me),
                                                ("query", ViewQuery()), timeout=10)
-            pending = await self.ctx.call(raft_name(META_GROUP, self.me),
+            pending = await named_pids.call(self.ctx, raft_name(META_GROUP, self.me),
                                           ("query", RebalancesQuery()), timeout=10)
         except CallError:
             return

@@ -49,7 +49,7 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
-from sediment.actors.tables import active_txs, min_tx_time, node_txs, partitioning
+from sediment.actors.tables import active_txs, min_tx_time, named_pids, node_txs, partitioning
 from sediment.actors.tables import node_safe_time as nst
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import (
@@ -226,15 +226,15 @@ async def _catch_up(s: NodeState) -> None:
     target = None
     for _ in range(CATCH_UP_POLLS):
         try:
-            status = await s.ctx.call(raft_name(META_GROUP, s.me), ("status",), timeout=5)
+            status = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), ("status",), 5)
         except CallError:
             status = {}
         if target is None:
             leader = status.get("leader")
             if leader is not None:
                 try:
-                    lead = await s.ctx.call(raft_name(META_GROUP, leader), ("status",),
-                                            timeout=5)
+                    lead = await named_pids.call(s.ctx, raft_name(META_GROUP, leader),
+                                                 ("status",), 5)
                     target = lead.get("commit")
                 except CallError:
                     pass
@@ -255,7 +255,7 @@ async def _ddl(s: NodeState, call: Call, commands: Any) -> Any:
                 c.replicas > len(s.config.nodes)):
             raise InvalidDdl(f"zone {c.name}: {c.replicas} replicas on "
                              f"{len(s.config.nodes)} nodes")
-    status = await s.ctx.call(raft_name(META_GROUP, s.me), ("status",), timeout=10)
+    status = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), ("status",), 10)
     if status.get("role") != "leader":
         return ("not_leader", status.get("leader"))
     command = ExecuteDdl(commands, s.now(), s.config.ddl_delay_ms)
@@ -352,7 +352,7 @@ async def _stop_unassigned(s: NodeState) -> None:
 
 async def _leads(s: NodeState, group_name: str) -> bool:
     try:
-        status = await s.ctx.call(raft_name(group_name, s.me), ("status",), timeout=2)
+        status = await named_pids.call(s.ctx, raft_name(group_name, s.me), ("status",), 2)
     except CallError:
         return False
     return bool(status.get("role") == "leader")
@@ -364,8 +364,8 @@ async def _leads(s: NodeState, group_name: str) -> bool:
 async def _min_times(s: NodeState, request: MinTimesRequest, reply_to: Pid) -> None:
     for group in list(s.collector.times):  # read what each partition published
         try:
-            durable = await s.ctx.call(raft_name(partition_group(group), s.me),
-                                       ("query", MinTxQuery()), timeout=2)
+            durable = await named_pids.call(s.ctx, raft_name(partition_group(group), s.me),
+                                            ("query", MinTxQuery()), 2)
         except CallError:
             continue
         if isinstance(durable, HybridTimestamp):
