@@ -39,6 +39,7 @@ from sediment.actors.catalog.hlc import HybridTimestamp, hts
 from sediment.actors.catalog.machine import CompactCatalog, SnapshotSaved
 from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, table_node_name
 from sediment.runtime.errors import CallError
@@ -102,7 +103,7 @@ class _Coordinator:
         elif isinstance(e, cc.RequestView):
             try:
                 log_, assignments = await ctx.call(raft_name(META_GROUP, self.me),
-                                                   ("query", ViewQuery()), timeout=10)
+                                                   Query(ViewQuery()), timeout=10)
             except CallError as err:
                 await self.step(cc.ViewFailed(e.iteration, f"metastore unreadable: {err}"))
                 return
@@ -111,7 +112,7 @@ class _Coordinator:
         elif isinstance(e, cc.ProposeCompaction):
             self.proposed_at[e.iteration] = ctx.now()
             await spawn_task(ctx, META_GROUP, self.config.nodes,
-                             (("propose", CompactCatalog(e.version)),), e.iteration)
+                             (Propose(CompactCatalog(e.version)),), e.iteration)
         elif isinstance(e, cc.IterationEnded):
             record = {"iteration": e.iteration, "term": self.term, "outcome": e.outcome,
                       "detail": e.detail, "version": e.version, "at": ctx.now(),

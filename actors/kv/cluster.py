@@ -43,6 +43,7 @@ from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
 from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
+from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.types import (
     Compact,
     Compare,
@@ -61,6 +62,7 @@ from sediment.actors.kv.types import (
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -389,7 +391,7 @@ class Client:
         last: Exception = KvError("no KV member answered")
         for target in order:
             try:
-                reply = self.cluster.rt.call(raft_name(KV_GROUP, target), ("query", request),
+                reply = self.cluster.rt.call(raft_name(KV_GROUP, target), Query(request),
                                              timeout=self.timeout)
             except CallError as err:
                 last = err
@@ -436,7 +438,7 @@ class Client:
 
     def session(self, node: str | None = None) -> WatchSession:
         target = node or self.cluster.nodes[0]
-        pid = self.cluster.rt.call(kv_node_name(target), ("open_watcher",), timeout=30)
+        pid = self.cluster.rt.call(kv_node_name(target), OpenWatcher(), timeout=30)
         return WatchSession(self.cluster.rt, pid, target)
 
 

@@ -50,6 +50,7 @@ from sediment.actors.catalog.metastore_machine import (
 )
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
@@ -211,12 +212,12 @@ class TablesCluster:
     def assignments(self, node: str | None = None) -> dict[Any, frozenset[str]]:
         """The stable assignments, from a node's metastore replica."""
         return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
-                            ("query", AssignmentsQuery()), timeout=self.timeout)
+                            Query(AssignmentsQuery()), timeout=self.timeout)
 
     def rebalances(self, node: str | None = None) -> dict[Any, Any]:
         """The pending rebalances, from a node's metastore replica."""
         return self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
-                            ("query", RebalancesQuery()), timeout=self.timeout)
+                            Query(RebalancesQuery()), timeout=self.timeout)
 
     def wait_rebalanced(self, zone: str, timeout: float | None = None) -> None:
         """Wait (bounded) until every partition of the zone has its planned replica count
@@ -270,7 +271,7 @@ class TablesCluster:
         """The latest catalog version, from a node's replica."""
         latest = self.versions().latest_version
         reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
-                             ("query", CatalogVersionQuery(latest)), timeout=self.timeout)
+                             Query(CatalogVersionQuery(latest)), timeout=self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply
@@ -298,7 +299,7 @@ class TablesCluster:
         """The catalog version active at `ts` (CatalogVersionCompacted below the
         snapshot), from a node's replica."""
         reply = self.rt.call(raft_name(META_GROUP, node or self.nodes[0]),
-                             ("query", CatalogAtQuery(ts)), timeout=self.timeout)
+                             Query(CatalogAtQuery(ts)), timeout=self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply

@@ -39,6 +39,7 @@ from sediment.actors.catalog.ddl import MakeIndexAvailable, StartBuildingIndex
 from sediment.actors.catalog.descriptors import IndexStatus, ZonePartition
 from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import index_build as ib
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
@@ -86,7 +87,7 @@ class _Driver:
     async def tick(self) -> None:
         try:
             self.log, self.assignments = await self.ctx.call(
-                raft_name(META_GROUP, self.me), ("query", ViewQuery()), timeout=10)
+                raft_name(META_GROUP, self.me), Query(ViewQuery()), timeout=10)
         except CallError:
             return
         assert self.log is not None
@@ -197,7 +198,7 @@ class _Driver:
         self.in_flight[(e.index_id, e.group)] = self.tag_seq
         self.tags[self.tag_seq] = (e.index_id, e.group, e.catalog_version)
         await spawn_task(self.ctx, partition_group(e.group), nodes,
-                         (("propose", command),), self.tag_seq)
+                         (Propose(command),), self.tag_seq)
 
     async def backfilled(self, done: TaskDone) -> None:
         what = self.tags.pop(done.tag, None)

@@ -51,6 +51,7 @@ from sediment.actors.catalog.metastore_machine import (
     ViewQuery,
 )
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Change, Done, Propose, Query, Refused
 from sediment.actors.tables import rebalance as rb
 from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
@@ -109,17 +110,17 @@ async def _change(ctx: Process, group: str, nodes: tuple[str, ...], op: str,
     while ctx.now() < deadline:
         for target in nodes:
             try:
-                reply = await ctx.call(raft_name(group, target), ("change", op, node),
+                reply = await ctx.call(raft_name(group, target), Change(op, node),
                                        timeout=5)
             except CallError:
                 continue
-            if reply[0] == "ok":
+            if isinstance(reply, Done):
                 return None
-            if reply[0] == "refused" and reply[1] not in WAIT_OUT:
+            if isinstance(reply, Refused) and reply.reason not in WAIT_OUT:
                 view = await _leader_view(ctx, group, nodes)
                 if view is not None and _holds(view, op, node):
                     return None
-                return f"{op} {node}: {reply[1]}"
+                return f"{op} {node}: {reply.reason}"
         await ctx.sleep(POLL)
     return f"{op} {node}: no leader took it"
 
@@ -188,7 +189,7 @@ async def rebalance_task(ctx: Process, r: rb.Rebalance, effects: list[rb.Effect]
             await ctx.failpoint(BEFORE_RECORD)
             ctx.send(driver, _Recording(r.group, ctx.now()))
             ok, result = await request_group(ctx, META_GROUP, meta_nodes,
-                                             ("propose", RecordStable(e.group, e.nodes)))
+                                             Propose(RecordStable(e.group, e.nodes)))
             if not ok or not isinstance(result, AssignmentChanged):
                 r = rb.step(r, rb.Failed(f"stable record not taken: {result!r:.100}"))[0]
             continue
@@ -197,7 +198,7 @@ async def rebalance_task(ctx: Process, r: rb.Rebalance, effects: list[rb.Effect]
             r, more = rb.step(r, event)
             queue.extend(more)
     if r.step is not rb.Step.DONE:
-        await request_group(ctx, META_GROUP, meta_nodes, ("propose", CancelPending(r.group)))
+        await request_group(ctx, META_GROUP, meta_nodes, Propose(CancelPending(r.group)))
     ctx.send(driver, _Ended(r.group, r.step.value, r.reason))
 
 
@@ -232,9 +233,9 @@ class _Driver:
     async def tick(self) -> None:
         try:
             log_, stable = await self.ctx.call(raft_name(META_GROUP, self.me),
-                                               ("query", ViewQuery()), timeout=10)
+                                               Query(ViewQuery()), timeout=10)
             pending = await self.ctx.call(raft_name(META_GROUP, self.me),
-                                          ("query", RebalancesQuery()), timeout=10)
+                                          Query(RebalancesQuery()), timeout=10)
         except CallError:
             return
         nodes = await self.members()
@@ -252,8 +253,8 @@ class _Driver:
             self.running[group] = {"group": str(group), "state": "planning",
                                    "catalog_version": latest.version,
                                    "planned_at": self.ctx.now(), "recorded_at": None}
-            ok, result = await request_group(self.ctx, META_GROUP, self.config.nodes, (
-                "propose", SetPending(group, target, p.catalog_version, p.pin)))
+            ok, result = await request_group(self.ctx, META_GROUP, self.config.nodes, Propose(
+                SetPending(group, target, p.catalog_version, p.pin)))
             if not ok or not isinstance(result, AssignmentChanged):
                 self.running.pop(group)
                 continue
