@@ -60,6 +60,7 @@ from sediment.actors.tables.partition_members import (
     partition_spec,
     start_member,
 )
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -181,25 +182,36 @@ async def _execute(ctx: Process, r: rb.Rebalance, e: rb.Effect,
 async def rebalance_task(ctx: Process, r: rb.Rebalance, effects: list[rb.Effect],
                          options: PartitionOptions, meta_nodes: tuple[str, ...],
                          driver: Pid) -> None:
-    """Process entry: one partition's rebalance from its first effects to its end."""
-    queue = list(effects)
-    while queue:
-        e = queue.pop(0)
-        if isinstance(e, rb.RecordStable):
-            await ctx.failpoint(BEFORE_RECORD)
-            ctx.send(driver, _Recording(r.group, ctx.now()))
-            ok, result = await request_group(ctx, META_GROUP, meta_nodes,
-                                             Propose(RecordStable(e.group, e.nodes)))
-            if not ok or not isinstance(result, AssignmentChanged):
-                r = rb.step(r, rb.Failed(f"stable record not taken: {result!r:.100}"))[0]
-            continue
-        event = await _execute(ctx, r, e, options)
-        if event is not None:
-            r, more = rb.step(r, event)
-            queue.extend(more)
+    """Process entry: one partition's rebalance from its first effects to its end, the
+    core on the driver (each effect's outcome is its next event)."""
+    task: RebalanceTask = CoreDriver(ctx, rb.step, r)
+
+    async def record_stable(e: rb.RecordStable) -> rb.Event | None:
+        await ctx.failpoint(BEFORE_RECORD)
+        ctx.send(driver, _Recording(task.state.group, ctx.now()))
+        ok, result = await request_group(ctx, META_GROUP, meta_nodes,
+                                         Propose(RecordStable(e.group, e.nodes)))
+        if not ok or not isinstance(result, AssignmentChanged):
+            return rb.Failed(f"stable record not taken: {result!r:.100}")
+        return None
+
+    async def execute(e: rb.Effect) -> rb.Event | None:
+        return await _execute(ctx, task.state, e, options)
+
+    task.on(rb.RecordStable, record_stable)
+    task.on(rb.AddLearner, execute)
+    task.on(rb.AwaitCatchUp, execute)
+    task.on(rb.PromoteLearners, execute)
+    task.on(rb.RemoveReplica, execute)
+    await task.execute(effects)
+    await task.drain()
+    r = task.state
     if r.step is not rb.Step.DONE:
         await request_group(ctx, META_GROUP, meta_nodes, Propose(CancelPending(r.group)))
     ctx.send(driver, _Ended(r.group, r.step.value, r.reason))
+
+
+RebalanceTask = CoreDriver[rb.Rebalance, rb.Event, rb.Effect]
 
 
 # ---- the driver -------------------------------------------------------------------
