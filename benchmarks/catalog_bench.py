@@ -41,6 +41,7 @@ from sediment.actors.catalog import catalog_log, codec, ddl  # noqa: E402
 from sediment.actors.catalog.descriptors import Column  # noqa: E402
 from sediment.actors.catalog.hlc import hts  # noqa: E402
 from sediment.actors.catalog.machine import CatalogMachine  # noqa: E402
+from sediment.actors.log.shell.protocol import Done, Propose
 
 TABLES = 20
 KEEP = 100  # versions kept by the partial compaction
@@ -127,7 +128,7 @@ async def _tx_client(ctx: Any, target: str, n: int, writes: int, base: int,
         for w in range(writes):
             key = (base + i * writes + w) % 4096
             reply = await ctx.call(node, ("write", tx, "T", {"k": key, "v": i}), timeout=60)
-            if reply[0] != "ok":
+            if not isinstance(reply, Done):
                 raise RuntimeError(f"write failed: {reply!r}")
         reply = await ctx.call(node, ("commit", tx), timeout=60)
         committed += bool(reply[0] == "ok" and reply[1])
@@ -142,8 +143,8 @@ async def _put_client(ctx: Any, target: str, n: int, base: int, report_to: Any) 
     await ctx.receive(lambda m: m == "go")
     for i in range(n):
         key = b"k%06d" % ((base + i) % 4096)
-        reply = await ctx.call(server, ("propose", Txn((), (Put(key, VALUE),), ())), timeout=60)
-        if reply[0] != "ok":
+        reply = await ctx.call(server, Propose(Txn((), (Put(key, VALUE),), ())), timeout=60)
+        if not isinstance(reply, Done):
             raise RuntimeError(f"put failed: {reply!r}")
     ctx.send(report_to, ("done", n))
 

@@ -49,6 +49,7 @@ import grpc  # noqa: E402
 from sediment.actors.kv.machine import DB_FILE  # noqa: E402
 from sediment.actors.kv.store import Store  # noqa: E402
 from sediment.actors.kv.types import Put, Txn  # noqa: E402
+from sediment.actors.log.shell.protocol import Done, Propose, Query
 
 VALUE = etcd_load.VALUE  # one value size for every row
 RAW_SCHEMA = ("CREATE TABLE records (revision INTEGER PRIMARY KEY, key BLOB, value BLOB, "
@@ -124,8 +125,8 @@ async def _history_loader(ctx: Any, target: str, rows: int, keys: int, per_txn: 
     written = 0
     while written < rows:
         ops = tuple(Put(_key(written + j, keys), VALUE) for j in range(per_txn))
-        reply = await ctx.call(server, ("propose", Txn((), ops, ())), timeout=60)
-        if reply[0] != "ok":
+        reply = await ctx.call(server, Propose(Txn((), ops, ())), timeout=60)
+        if not isinstance(reply, Done):
             raise RuntimeError(f"load failed: {reply!r}")
         written += per_txn
     return written
@@ -218,7 +219,7 @@ def _timed_compaction(cluster: Any, compact: Any) -> dict[str, Any]:
         for n in cluster.nodes:
             if n in per_node:
                 continue
-            reply = cluster.rt.call(raft_name(KV_GROUP, n), ("query", ("compaction",)),
+            reply = cluster.rt.call(raft_name(KV_GROUP, n), Query(("compaction",)),
                                     timeout=60)
             _, finished = reply[1] if reply[0] == "ok" else reply
             if finished >= head:

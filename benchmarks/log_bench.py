@@ -38,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("SEDIMENT_LOG_LEVEL", "error")
 
+from sediment.actors.log.shell.protocol import Propose
 from sediment.actors.log.storage import (  # noqa: E402
     CompactionResult,
     Entry,
@@ -330,7 +331,7 @@ async def _proposer(ctx: Any, group: str, leader: str, n: int, report_to: Any) -
     ctx.send(report_to, "ready")
     await ctx.receive(lambda m: m == "go")
     for i in range(n):
-        await ctx.call(server, ("propose", ("put", f"k{i % 64}", i)), timeout=30)
+        await ctx.call(server, Propose(("put", f"k{i % 64}", i)), timeout=30)
     ctx.send(report_to, "done")
 
 

@@ -12,6 +12,8 @@ messages into events, and carrying out each effect type).
   the work: a call's reply, a written file, a spawned child).
 - `step(event)`: one core step; its effects run in order; follow-up events are queued,
   not stepped (a shell that must answer a call before the follow-ups runs them later).
+- `execute(effects)`: run effects no step of this driver produced (the core's `start`,
+  a retry the shell decides on) as a step's are run; follow-ups are queued.
 - `drain()`: step queued events first in, first out until none is left (or `while_`
   turns false): the follow-ups of an effect reach the core before any new message, as
   OTP's synchronous restarts and every phase of a compaction cycle require.
@@ -89,6 +91,13 @@ class CoreDriver(Generic[S, E, F]):
         Follow-up events are queued for `drain`."""
         self.state, produced = self._step(self.state, event)
         effects = list(produced)
+        await self.execute(effects)
+        if self._after_step is not None:
+            self._after_step(effects)
+        return effects
+
+    async def execute(self, effects: Iterable[F]) -> None:
+        """Run `effects` in order with their handlers; queue their follow-up events."""
         for effect in effects:
             follow = self._handler(effect)(effect)
             if inspect.isawaitable(follow):
@@ -99,9 +108,6 @@ class CoreDriver(Generic[S, E, F]):
                 self._queue.extend(follow)
             else:
                 self._queue.append(follow)
-        if self._after_step is not None:
-            self._after_step(effects)
-        return effects
 
     async def drain(self, while_: Callable[[], bool] | None = None) -> None:
         """Step queued events FIFO until none is left or `while_()` is false."""

@@ -1,8 +1,7 @@
-"""The nemesis: a scenario's fault timeline, and the shell that applies it to a cluster.
+"""The nemesis: the shell that applies a scenario's fault timeline to a cluster.
 
-`plan(scenario)` is pure: every fault's start and, for a ranged fault, its end (`until`),
-in time order (an end before a start at the same time, so two faults that meet never
-overlap). `check_supported` rejects what the runtime cannot do, before anything starts.
+The timeline is pure and lives in `fault_plan.py` (`plan`, `check_supported`,
+re-exported here).
 
 `Injector` applies one step to a running `Cluster` through the runtime's driver API and
 returns what it did (the resolved node and process, for the timeline). Targets named by
@@ -43,6 +42,7 @@ from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name,
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
 from sediment.scenarios import tier
+from sediment.scenarios.fault_plan import Step, UnsupportedScenario, check_supported, plan
 from sediment.scenarios.schema import (
     ArmFailpoint,
     ClockSkew,
@@ -58,7 +58,6 @@ from sediment.scenarios.schema import (
     RestartNode,
     RestartProcess,
     ResumeProcess,
-    Scenario,
 )
 from sediment.scenarios.schema_blocks import TIER_ROLES
 from sediment.supervision import requests
@@ -81,44 +80,6 @@ NAME_WAIT, NAME_POLL = 2.0, 0.1  # seconds: how long and how often to look a nam
 # seconds a failpoint armed by name waits for the name to be registered again: its process
 # may be restarting (after an earlier crash failpoint, a restart takes seconds on Ray)
 ARM_NAME_WAIT = 10.0
-UNSUPPORTED: dict[type, str] = {}
-
-
-class UnsupportedScenario(ValueError):
-    """The scenario asks for a fault this runtime cannot inject."""
-
-
-def check_supported(scenario: Scenario) -> None:
-    """Raise UnsupportedScenario naming every fault that cannot run."""
-    problems = []
-    for i, f in enumerate(scenario.faults):
-        why = UNSUPPORTED.get(type(f.action))
-        if why is None and isinstance(f.action, Delay) and f.action.probability < 1.0:
-            why = "delay.probability below 1: the runtime delays every message of a link"
-        if why is not None:
-            problems.append(f"faults[{i}] (at {f.at:g}): {why}")
-    if problems:
-        raise UnsupportedScenario(f"{scenario.name}: not supported on this runtime: "
-                                  + "; ".join(problems))
-
-
-@dataclass(frozen=True, order=True)
-class Step:
-    """Fault `fault` of the scenario starts (undo False) or ends (undo True) at `t`."""
-
-    t: float
-    undo_first: int  # 0 for an end: ends sort before starts at the same time
-    fault: int
-    undo: bool
-
-
-def plan(scenario: Scenario) -> list[Step]:
-    steps = []
-    for i, f in enumerate(scenario.faults):
-        steps.append(Step(f.at, 1, i, False))
-        if f.until is not None:
-            steps.append(Step(f.until, 0, i, True))
-    return sorted(steps)
 
 
 # ---- the shell ----------------------------------------------------------------------------

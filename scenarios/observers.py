@@ -18,6 +18,7 @@ from typing import Any
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
+from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -99,12 +100,12 @@ async def _read_entry(ctx: Process, index: int,
         if m.commit < index:
             break
         try:
-            reply = await ctx.call(raft_name(KV_GROUP, m.node), ("read", index),
+            reply = await ctx.call(raft_name(KV_GROUP, m.node), ReadEntry(index),
                                    timeout=STATUS_TIMEOUT)
         except CallError:
             continue
-        if isinstance(reply, tuple) and reply[0] == "ok":
-            return Entry(index, reply[1], ctx.now())
+        if isinstance(reply, Found):
+            return Entry(index, reply.value, ctx.now())
     for m in members:  # gone from memory after a snapshot: the WAL may still hold it
         try:
             stored = await ctx.call(wal_name(m.node), ("read", KV_GROUP, index),
@@ -125,7 +126,7 @@ async def _revision_of(ctx: Process, index: int,
             continue
         try:
             reply = await ctx.call(raft_name(KV_GROUP, m.node),
-                                   ("query", ("revisions", index, index)),
+                                   Query(("revisions", index, index)),
                                    timeout=STATUS_TIMEOUT)
         except CallError:
             continue

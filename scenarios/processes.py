@@ -29,6 +29,7 @@ from typing import Any
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import Compact, Range
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
@@ -220,7 +221,7 @@ class KvSession:
                 continue
             self.members[node] = pid
             try:
-                reply = await ctx.call(pid, ("propose", command), timeout=max(remaining, 0.001))
+                reply = await ctx.call(pid, Propose(command), timeout=max(remaining, 0.001))
             except NoProc:  # it had ended (a restarted member has a new pid): not sent
                 self.leader = None
                 del self.members[node]
@@ -229,21 +230,19 @@ class KvSession:
                 self.leader = None
                 self.members.pop(node, None)
                 return "info", Failure.of(exc), None
-            tag = reply[0] if isinstance(reply, tuple) and reply else None
-            if tag == "ok":
+            if isinstance(reply, Done):
                 self.leader = node
-                _, index, result = reply
-                if isinstance(result, BaseException):
-                    return "fail", Failure.of(result), index
-                return "ok", result, index
-            if tag == "not_leader":
-                hint = reply[1]
+                if isinstance(reply.result, BaseException):
+                    return "fail", Failure.of(reply.result), reply.index
+                return "ok", reply.result, reply.index
+            if isinstance(reply, NotLeader):
+                hint = reply.hint
                 self.leader = hint if hint in self.nodes and hint != node else None
                 continue
-            if tag == "error" and len(reply) > 1 and reply[1] == "Dropped":
+            if isinstance(reply, Failed) and reply.reason == "Dropped":
                 self.leader = None  # definitely not committed: safe to try again
                 continue
-            if tag == "error" and len(reply) > 1 and reply[1] == "bad_proposal":
+            if isinstance(reply, Failed) and reply.reason == "bad_proposal":
                 return "fail", Failure("BadProposal", repr(reply)[:200]), None
             return "info", Failure("UnknownReply", repr(reply)[:200]), None
         return "fail", Failure("Unavailable", "no member accepted the request in time"), None

@@ -36,6 +36,7 @@ from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CatalogVersionQuery, CompactCatalog, Rejected
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster, Transaction
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
@@ -307,7 +308,7 @@ class TablesTier:
         known = c.recorder.versions
         for v in range(max(known) + 1, latest + 1):
             reply = self.rt.call(raft_name(META_GROUP, c.nodes[0]),
-                                 ("query", CatalogVersionQuery(v)), timeout=5)
+                                 Query(CatalogVersionQuery(v)), timeout=5)
             if not isinstance(reply, Rejected):
                 known.setdefault(v, reply.activation)
 

@@ -51,6 +51,7 @@ from sediment.actors.blocks.shell.tier import FLUSH_NODE_CHILD, BlockTier
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
 from sediment.runtime.errors import CallError, ReceiveTimeout, RuntimeErrorBase
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -152,12 +153,12 @@ async def metastore_propose(ctx: Process, nodes: tuple[str, ...], command: Any) 
     for attempt in range(2 * len(nodes)):
         node = hint or nodes[attempt % len(nodes)]
         hint = None
-        reply = await _call(ctx, raft_name(METASTORE_GROUP, node), ("propose", command),
+        reply = await _call(ctx, raft_name(METASTORE_GROUP, node), Propose(command),
                             PROPOSE_TIMEOUT)
-        if isinstance(reply, tuple) and reply[:1] == ("ok",) and len(reply) == 3:
-            return reply[2]
-        if isinstance(reply, tuple) and reply[:1] == ("not_leader",) and len(reply) > 1:
-            hint = reply[1] if reply[1] in nodes and reply[1] != node else None
+        if isinstance(reply, Done):
+            return reply.result
+        if isinstance(reply, NotLeader):
+            hint = reply.hint if reply.hint in nodes and reply.hint != node else None
     return None
 
 
@@ -165,7 +166,7 @@ async def applied_cursor(ctx: Process, nodes: tuple[str, ...]) -> int:
     """The highest flush cursor a metastore member has applied (0: none answered)."""
     best = 0
     for n in nodes:
-        answer = await _call(ctx, raft_name(METASTORE_GROUP, n), ("query", FlushCursorQuery()))
+        answer = await _call(ctx, raft_name(METASTORE_GROUP, n), Query(FlushCursorQuery()))
         if isinstance(answer, FlushCursor):
             best = max(best, answer.through)
     return best

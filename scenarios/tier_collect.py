@@ -44,6 +44,7 @@ from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import ALL_KEYS, Event
 from sediment.actors.log.shell.cluster import propose
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.scenarios.checkers.tier_state import (
     BlockRow,
@@ -197,7 +198,7 @@ def _hot_rows(cluster: Cluster, head: int, budget: Budget) -> tuple[int, tuple[R
                 return k, ()
             try:
                 got = cluster.rt.call(raft_name(KV_GROUP, node),
-                                      ("query", ("events", k + 1, head, b"\0", ALL_KEYS)),
+                                      Query(("events", k + 1, head, b"\0", ALL_KEYS)),
                                       timeout=budget.timeout)
             except RuntimeErrorBase:
                 continue
@@ -265,11 +266,11 @@ def _reassigned(cluster: Cluster) -> int:
     count = 0
     for index in range(first, last + 1):
         try:
-            got = cluster.rt.call(raft_name(METASTORE_GROUP, leader), ("read", index),
+            got = cluster.rt.call(raft_name(METASTORE_GROUP, leader), ReadEntry(index),
                                   timeout=CALL_TIMEOUT)
         except RuntimeErrorBase:
             continue
-        command = got[1] if isinstance(got, tuple) and got[:1] == ("ok",) else None
+        command = got.value if isinstance(got, Found) else None
         if isinstance(command, ApplyPlan):
             count += sum(1 for a in command.update.assigned_jobs if a.state.failures > 0)
     return count

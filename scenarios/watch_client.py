@@ -16,6 +16,7 @@ from typing import Any
 
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.names import kv_node_name
+from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -269,7 +270,7 @@ async def _open_session(w: _Watching) -> _NativeSession | _GrpcSession:
         if not await stream.open():
             raise SessionLost(f"no etcd endpoint on {cfg.node}")
         return _GrpcSession(stream)
-    pid = await ctx.call(kv_node_name(cfg.node), ("open_watcher", ctx.self(), w.sessions),
+    pid = await ctx.call(kv_node_name(cfg.node), OpenWatcher(ctx.self(), w.sessions),
                          timeout=5)
     w.sessions += 1  # a retry after a lost reply reuses the token: same session
     ctx.send(cfg.recorder, ("session", cfg.client, pid, cfg.node))

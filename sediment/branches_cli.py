@@ -175,9 +175,11 @@ def _shared(p: argparse.ArgumentParser, suppress: bool) -> None:
                    help="with --endpoints: the CA that signed the etcd servers' "
                         "certificates (TLS; default: none, or the system's for https://)")
     p.add_argument("--cert", default=d(None), metavar="FILE",
-                   help="with --endpoints: a client certificate for TLS (with --key; default: none)")
+                   help="with --endpoints: a client certificate for TLS (with --key; "
+                        "default: none)")
     p.add_argument("--key", default=d(None), metavar="FILE",
-                   help="with --endpoints: the client certificate's key (with --cert; default: none)")
+                   help="with --endpoints: the client certificate's key (with --cert; "
+                        "default: none)")
     p.add_argument("--user", default=d(None), metavar="NAME[:PASSWORD]",
                    help="with --endpoints: an etcd user (auth enabled); its token goes "
                         "with every request (default: none, no auth)")

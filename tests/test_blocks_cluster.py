@@ -51,6 +51,7 @@ from sediment.actors.blocks.shell.names import METASTORE_GROUP, blocks_node_name
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Found, ReadEntry
 from sediment.runtime import api
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -415,8 +416,8 @@ def test_the_metastore_leader_killed_between_prepare_and_apply(cluster: Any) -> 
     rt.arm_failpoint(rt.whereis(service_name(leader)), AFTER_PREPARE, "pause")
     rt.sleep(2.0)  # the next poll is prepared, and the service stops before applying it
     status = cluster.node(leader).raft_status()
-    last = rt.call(raft_name(METASTORE_GROUP, leader), ("read", status["last_index"]))
-    assert last[0] == "ok" and isinstance(last[1], PreparePlan), last
+    last = rt.call(raft_name(METASTORE_GROUP, leader), ReadEntry(status["last_index"]))
+    assert isinstance(last, Found) and isinstance(last.value, PreparePlan), last
 
     assert cluster.kill_leader() == leader
     wait_for(cluster, lambda: cluster.leader() is not None and cluster.service_status())
@@ -444,7 +445,7 @@ def test_idle_polls_write_only_their_prepare_entry_and_move_the_raft_clock(
     leader = cluster.leader()
     status = cluster.node(leader).raft_status()
     first = max(status["snapshot_index"] + 1, status["last_index"] - 20)
-    commands = [rt.call(raft_name(METASTORE_GROUP, leader), ("read", i))[1]
+    commands = [rt.call(raft_name(METASTORE_GROUP, leader), ReadEntry(i)).value
                 for i in range(first, status["last_index"] + 1)]
     assert any(isinstance(c, PreparePlan) for c in commands)
     assert not any(isinstance(c, ApplyPlan) for c in commands), commands

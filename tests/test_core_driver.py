@@ -134,6 +134,16 @@ async def run_after_step(ctx: Process) -> list[str]:
     return notes
 
 
+async def run_execute(ctx: Process) -> tuple[Log, int, list[str], Log]:
+    notes: list[str] = []
+    driver = _driver(ctx, notes)
+    driver.after_step(lambda effects: notes.append(f"stepped {driver.state[-1]}"))
+    await driver.execute([Note("first"), Fan(("b", "c"))])  # effects no step gave
+    before, queued = driver.state, driver.pending
+    await driver.drain()
+    return before, queued, notes, driver.state
+
+
 async def run_unknown(ctx: Process) -> str:
     driver = _driver(ctx, [])
     try:
@@ -184,6 +194,13 @@ def test_the_after_step_hook_runs_once_the_effects_ran(rt: Any) -> None:
     assert rt.run(run_after_step) == [
         "n1", "fetched a", "n2", "stepped start: 4", "fetched d", "stepped a: 1",
         "stepped b: 0", "stepped c: 1", "stepped d: 0"]
+
+
+def test_execute_runs_effects_without_a_step_and_queues_their_follow_ups(rt: Any) -> None:
+    before, queued, notes, after = rt.run(run_execute)
+    assert before == () and queued == 2  # nothing stepped yet: b and c wait in the queue
+    assert notes == ["first", "stepped b", "stepped c"]  # no hook for the executed effects
+    assert after == ("b", "c")
 
 
 def test_an_effect_without_handler_is_an_error(rt: Any) -> None:

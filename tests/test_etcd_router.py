@@ -18,6 +18,7 @@ import pytest
 from sediment.actors.etcd.router import Router
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, NotLeader, Propose
 from sediment.runtime import api
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -34,7 +35,7 @@ def rt() -> Iterator[Any]:
 
 async def member(ctx: Process, node: str, behaviour: str, log: Any) -> None:
     """A stand-in raft member: `dies` exits on its first call without answering;
-    `redirects` answers ("not_leader", "n2"); `applies` answers ("ok", 7, request)."""
+    `redirects` answers NotLeader("n2"); `applies` answers Done(7, the command)."""
     await ctx.register(raft_name(GROUP, node))
     while True:
         msg = await ctx.receive(lambda m: isinstance(m, Call))
@@ -42,9 +43,9 @@ async def member(ctx: Process, node: str, behaviour: str, log: Any) -> None:
         if behaviour == "dies":
             return
         if behaviour == "redirects":
-            ctx.reply(msg.from_, ("not_leader", "n2"))
+            ctx.reply(msg.from_, NotLeader("n2"))
         else:
-            ctx.reply(msg.from_, ("ok", 7, msg.request[1]))
+            ctx.reply(msg.from_, Done(7, msg.request.command))
 
 
 async def collector(ctx: Process) -> None:
@@ -88,11 +89,11 @@ def _start(rt: Any, behaviours: dict[str, str]) -> Any:
 def test_a_leader_that_dies_holding_the_proposal_gives_request_timed_out(rt: Any) -> None:
     log = _start(rt, {"n1": "dies", "n2": "applies", "n3": "applies"})
     assert rt.run(propose, "n1", node="n3") == "ErrTimeout"
-    assert rt.call(log, "seen") == [("n1", ("propose", ("put", b"k")))]  # sent once only
+    assert rt.call(log, "seen") == [("n1", Propose(("put", b"k")))]  # sent once only
 
 
 def test_a_not_leader_answer_moves_the_proposal_to_the_hinted_member(rt: Any) -> None:
     log = _start(rt, {"n1": "redirects", "n2": "applies", "n3": "applies"})
     assert rt.run(propose, "n1", node="n3") == (7, ("put", b"k"))
-    assert rt.call(log, "seen") == [("n1", ("propose", ("put", b"k"))),
-                                    ("n2", ("propose", ("put", b"k")))]
+    assert rt.call(log, "seen") == [("n1", Propose(("put", b"k"))),
+                                    ("n2", Propose(("put", b"k")))]

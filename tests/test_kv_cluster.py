@@ -14,6 +14,7 @@ from sediment.actors.kv.cluster import Cluster, WatchCanceled
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import BEFORE_WATCHER_SPAWN
+from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.types import Compare, Put
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.messages import Call
@@ -123,8 +124,8 @@ def test_compaction_cycle_waits_for_a_slow_watch(rt: Any, tmp_path: Path) -> Non
 
 async def _open_twice_and_watch(ctx: Process, node_name: str) -> tuple[Any, Any]:
     """A client whose first open's reply was lost retries with the same token."""
-    first = await ctx.call(node_name, ("open_watcher", ctx.self(), 7), timeout=30)
-    again = await ctx.call(node_name, ("open_watcher", ctx.self(), 7), timeout=30)
+    first = await ctx.call(node_name, OpenWatcher(ctx.self(), 7), timeout=30)
+    again = await ctx.call(node_name, OpenWatcher(ctx.self(), 7), timeout=30)
     created = await ctx.call(first, ("create", wp.CreateWatch(b"k", None, 0)), timeout=30)
     assert isinstance(created, wp.Created), created
     return first, again
@@ -151,7 +152,7 @@ def test_sessions_end_with_their_owner_or_a_close_message(rt: Any, tmp_path: Pat
 
 async def _opener(ctx: Process, node_name: str) -> None:
     """Open a session (a slow start, here), then give its pid to whoever calls."""
-    session = await ctx.call(node_name, ("open_watcher",), timeout=120)
+    session = await ctx.call(node_name, OpenWatcher(), timeout=120)
     while True:
         msg = await ctx.receive()
         if isinstance(msg, Call):

@@ -66,6 +66,7 @@ from sediment.actors.kv.watch_checker import (
 )
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Found, ReadEntry
 from sediment.actors.log.storage.fsutil import FrameError
 from sediment.runtime import api
 from sediment.runtime.errors import RuntimeErrorBase
@@ -520,9 +521,9 @@ class Run:
     def read_log(self, node: str, last: int) -> list[Any]:
         out = []
         for index in range(1, last + 1):
-            reply = self.rt.call(raft_name(KV_GROUP, node), ("read", index), timeout=5)
-            assert reply[0] == "ok", f"seed {self.seed}: {node} lost entry {index}: {reply}"
-            out.append(reply[1])
+            reply = self.rt.call(raft_name(KV_GROUP, node), ReadEntry(index), timeout=5)
+            assert isinstance(reply, Found), f"seed {self.seed}: {node} lost entry {index}: {reply}"
+            out.append(reply.value)
         return out
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sediment.actors.kv import admission as adm
 from sediment.actors.kv import watch_protocol as wp
+from sediment.actors.kv.node_protocol import Admit
 from sediment.actors.kv.watcher import watcher
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -24,8 +25,8 @@ async def _node_ahead(ctx: Process) -> None:
     """A node that has applied NODE_COMMITTED and admits "from now" watches after it."""
     while True:
         msg = await ctx.receive()
-        if isinstance(msg, Call) and msg.request[0] == "admit":
-            start = msg.request[2] or NODE_COMMITTED + 1
+        if isinstance(msg, Call) and isinstance(msg.request, Admit):
+            start = msg.request.start or NODE_COMMITTED + 1
             ctx.reply(msg.from_, adm.Admitted(start))
 
 

@@ -19,6 +19,7 @@ from runtime_helpers import eventually
 
 from sediment.actors.log.shell.cluster import start_log_cluster, status
 from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
+from sediment.actors.log.shell.protocol import CompactLog, Found, GetKey
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.storage.failpoints import (
     COMPACTION_FAILPOINTS,
@@ -68,14 +69,14 @@ def _crash_and_check(rt: Any, point: str, tmp_path: Path) -> None:
     put_mixed(rt, spec, 10, 50, keys, latest)
     for _ in range(3):  # majors (and the next snapshots' minors) reach the rest
         with contextlib.suppress(CallError):
-            rt.call(raft_name(spec.group, "n2"), ("compact",), timeout=5)
+            rt.call(raft_name(spec.group, "n2"), CompactLog(), timeout=5)
         put_mixed(rt, spec, 1000 + len(latest), 16, keys, latest)
         put_mixed(rt, spec, 2000 + len(latest), 24, keys, latest, cold_every=0)
     assert eventually(rt, lambda: rt.whereis(host) not in (None, victim), timeout=30), \
         f"{point} never fired on {host}"
     assert eventually(rt, lambda: _converged(rt, spec, keys), timeout=60)
-    got = {k: rt.call(raft_name(spec.group, "n2"), ("get", k), timeout=10) for k in latest}
-    assert got == {k: ("ok", v) for k, v in latest.items()}
+    got = {k: rt.call(raft_name(spec.group, "n2"), GetKey(k), timeout=10) for k in latest}
+    assert got == {k: Found(v) for k, v in latest.items()}
 
 
 def _converged(rt: Any, spec: GroupSpec, keys: dict[str, int]) -> bool:

@@ -13,6 +13,14 @@ from runtime_helpers import eventually
 
 from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import (
+    CompactLog,
+    Found,
+    GetKey,
+    LeaderChanged,
+    LogCompacted,
+    Subscribe,
+)
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import CallError
 
@@ -75,8 +83,8 @@ async def _listen(ctx: Any, group: str, node: str, report_to: Any) -> None:
     from sediment.runtime.messages import Call
 
     server = await ctx.whereis(raft_name(group, node))
-    current = await ctx.call(server, ("subscribe", ctx.self()))
-    ctx.send(report_to, ("current", current))
+    current = await ctx.call(server, Subscribe(ctx.self()))
+    ctx.send(report_to, current)  # the LeaderChanged of now
     while True:
         msg = await ctx.receive()
         if not isinstance(msg, Call):
@@ -94,7 +102,7 @@ def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> No
                       timeout=30)
     sink = rt.spawn(collector, node="n1")
     rt.spawn(_listen, "ga", "n2", sink, node="n2")
-    assert eventually(rt, lambda: any(m[0] == "current" for m in rt.call(sink, "get")))
+    assert eventually(rt, lambda: any(isinstance(m, LeaderChanged) for m in rt.call(sink, "get")))
     old = leader_of(rt, a)
     assert old is not None
     old_term = status(rt, a)[old]["term"]
@@ -107,8 +115,7 @@ def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> No
         """A leader of a later term reached the listener (the restarted old member may win
         it again; a listener that subscribed late learns it as its current leader)."""
         for m in rt.call(sink, "get"):
-            leader, term = (m[2], m[3]) if m[0] == "leader_changed" else m[1]
-            if leader is not None and term > old_term:
+            if isinstance(m, LeaderChanged) and m.leader is not None and m.term > old_term:
                 return True
         return False
 
@@ -116,7 +123,7 @@ def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> No
 
 
 def values(rt: Any, spec: GroupSpec, node: str, keys: list[str]) -> dict[str, Any]:
-    return {k: rt.call(raft_name(spec.group, node), ("get", k), timeout=10) for k in keys}
+    return {k: rt.call(raft_name(spec.group, node), GetKey(k), timeout=10) for k in keys}
 
 
 def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> None:
@@ -139,11 +146,11 @@ def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> 
         assert view["segments"], "entries moved from the WAL into segments"
     for node in spec.nodes:
         before = len(status(rt, spec)[node]["segments"])
-        reply = rt.call(raft_name(spec.group, node), ("compact",), timeout=30)
-        assert reply[0] == "ok" and reply[1] == "major"
+        reply = rt.call(raft_name(spec.group, node), CompactLog(), timeout=30)
+        assert isinstance(reply, LogCompacted) and reply.kind == "major"
         after = len(status(rt, spec)[node]["segments"])
         assert after < before, (before, after)  # sparse segments were merged
-        assert values(rt, spec, node, list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+        assert values(rt, spec, node, list(latest)) == {k: Found(v) for k, v in latest.items()}
     wal_files = [p for p in (tmp_path / "data" / "n1" / "wal").iterdir()]
     assert len(wal_files) <= 3, wal_files  # flushed WAL files are deleted
 
@@ -153,7 +160,7 @@ def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> 
         keys[key] = propose(rt, spec, ("put", key, i))[0]
         latest[key] = i
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
-    assert values(rt, spec, "n2", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+    assert values(rt, spec, "n2", list(latest)) == {k: Found(v) for k, v in latest.items()}
 
 
 def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
@@ -176,7 +183,7 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
     # rest_for_one takes the leader's raft server down with it
     rt.arm_failpoint(worker, "compaction.after_rename", "crash")
     with contextlib.suppress(CallError):  # the server dies under the call
-        rt.call(raft_name(spec.group, leader), ("compact",), timeout=5)
+        rt.call(raft_name(spec.group, leader), CompactLog(), timeout=5)
     # under load the call may time out before the worker reaches the failpoint: wait for
     # the crash, or the armed worker would crash the next compaction on this node instead
     assert eventually(rt, lambda: not rt.is_alive(worker), timeout=60)
@@ -185,12 +192,12 @@ def test_leader_and_node_killed_mid_compaction(rt: Any, tmp_path: Path) -> None:
 
     second = leader_of(rt, spec)
     assert second is not None
-    rt.call(raft_name(spec.group, second), ("compact",), timeout=30)
+    rt.call(raft_name(spec.group, second), CompactLog(), timeout=30)
     rt.kill_node(second)  # a whole node, right after its compaction
     write(57, 12)
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
     for node in spec.nodes:
-        assert values(rt, spec, node, list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+        assert values(rt, spec, node, list(latest)) == {k: Found(v) for k, v in latest.items()}
 
 
 @pytest.mark.parametrize("wal_max_size", [1024, 1 << 20], ids=["in-segments", "in-the-wal"])
@@ -225,7 +232,7 @@ def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path,
     cold = [i for k, i in keys.items() if k != "hot" and i <= n3["snapshot_index"]]
     hot = 1  # the hot key's latest put as of the snapshot
     assert n3["live_indexes"] == len(cold) + hot and min(cold) <= 15, (n3, keys)
-    assert values(rt, spec, "n3", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+    assert values(rt, spec, "n3", list(latest)) == {k: Found(v) for k, v in latest.items()}
     write(65, 5)  # and it keeps replicating after the install
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
 
@@ -250,7 +257,7 @@ def test_crash_right_after_an_install_activates(rt: Any, tmp_path: Path) -> None
     assert eventually(rt, lambda: rt.whereis(raft_name(spec.group, "n3")) not in (None, server),
                       timeout=60), "the install never reached its activation"
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
-    assert values(rt, spec, "n3", list(latest)) == {k: ("ok", v) for k, v in latest.items()}
+    assert values(rt, spec, "n3", list(latest)) == {k: Found(v) for k, v in latest.items()}
 
 
 def test_an_install_started_over_stages_each_live_entry_and_chunk_once(tmp_path: Path) -> None:

@@ -25,6 +25,16 @@ from sediment.actors.log.shell.members import (
     wait_caught_up,
 )
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import (
+    Change,
+    Done,
+    Failed,
+    Found,
+    GetKey,
+    NotLeader,
+    Propose,
+    Refused,
+)
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -60,17 +70,17 @@ async def writer(ctx: Process, group_name: str, count: int, report_to: Any) -> N
             target = hint or NODES[attempt % len(NODES)]
             hint = None
             try:
-                reply = await ctx.call(raft_name(group_name, target), ("propose", command),
+                reply = await ctx.call(raft_name(group_name, target), Propose(command),
                                        timeout=2)
             except CallError:
                 reply = ("down",)
-            if reply[0] == "ok":
-                acked.append((i, reply[1]))
+            if isinstance(reply, Done):
+                acked.append((i, reply.index))
                 ctx.send(report_to, ("acked", i))
                 hint = target
                 break
-            if reply[0] == "not_leader" and reply[1] is not None:
-                hint = reply[1]
+            if isinstance(reply, NotLeader) and reply.hint is not None:
+                hint = reply.hint
                 continue
             await ctx.sleep(0.05)
         else:
@@ -149,7 +159,7 @@ def test_a_group_moves_to_a_new_node_under_writes(rt4: Any, tmp_path: Path, old:
         keys = views[node]["keys"]
         for key, (i, index) in last.items():
             assert keys[key] >= index, (node, key, keys[key], index)
-            assert rt.call(raft_name(spec.group, node), ("get", key)) == ("ok", i), (node, key)
+            assert rt.call(raft_name(spec.group, node), GetKey(key)) == Found(i), (node, key)
 
     # a member restarted from its own disk knows the configuration: from its snapshot,
     # taken past the last change, not from its log
@@ -180,14 +190,14 @@ def test_bad_changes_get_typed_errors_and_change_nothing(rt4: Any, tmp_path: Pat
     leader = leader_of(rt, spec, spec.nodes)
     assert leader is not None
     server = raft_name(spec.group, leader)
-    assert rt.call(server, ("change", "promote", "n2")) == ("refused", "not_a_learner")
-    assert rt.call(server, ("change", "remove", "n9")) == ("refused", "not_a_member")
+    assert rt.call(server, Change("promote", "n2")) == Refused("not_a_learner")
+    assert rt.call(server, Change("remove", "n9")) == Refused("not_a_member")
     # the driver treats a change whose outcome holds already as done (a retry after a
     # lost reply): n2 is a voter
     assert change(rt, spec, "promote", "n2", spec.nodes) is None
-    assert rt.call(server, ("change", "add_learner")) == ("error", "bad_change", None)
+    assert rt.call(server, ("change", "add_learner")) == Failed("unknown_request")  # untyped
     raw = ConfChange("remove", "n2", Membership(("n1", "n3")))
-    assert rt.call(server, ("propose", raw)) == ("error", "bad_proposal", None)
+    assert rt.call(server, Propose(raw)) == Failed("bad_proposal")
     with pytest.raises(MemberPlacementError):
         start_member(rt, top, spec, "n2")  # it runs the group's processes already
     for view in status(rt, spec).values():

@@ -18,6 +18,7 @@ from sediment.actors.catalog.errors import IndexExists, IndexNotFound, TableNotF
 from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import partition_group
@@ -47,7 +48,7 @@ def backfills(c: TablesCluster, index_id: int) -> dict[str, tuple[int, tuple[obj
         for node in c.nodes:
             try:
                 found = c.rt.call(raft_name(partition_group(group), node),
-                                  ("query", IndexQuery(index_id)), timeout=5)
+                                  Query(IndexQuery(index_id)), timeout=5)
             except CallError:
                 continue
             if found is not None:

@@ -16,6 +16,7 @@ from sediment.actors.catalog.errors import InvalidDdl, ZoneNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ScanAt
@@ -43,7 +44,7 @@ def voters(c: TablesCluster, group: object, nodes: tuple[str, ...]) -> set[str] 
 
 def member_keys(c: TablesCluster, group: object, node: str, table_id: int) -> list[object]:
     rows = c.rt.call(raft_name(partition_group(group), node),  # type: ignore[arg-type]
-                     ("query", ScanAt(table_id, FAR)), timeout=5)
+                     Query(ScanAt(table_id, FAR)), timeout=5)
     return sorted(key for key, row in rows if row is not None)
 
 

@@ -39,9 +39,11 @@ from sediment.actors.catalog.hlc import HybridTimestamp, hts
 from sediment.actors.catalog.machine import CompactCatalog, SnapshotSaved
 from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import named_pids
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, table_node_name
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid, Ref
@@ -49,6 +51,7 @@ from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.catalog.coordinator")
 KEEP = 64
+CatalogDriver = CoreDriver[cc.CoordinatorState, cc.Event, cc.Effect]
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,18 @@ class _Coordinator:
         self.config = config
         self.term = term
         self.me = ctx.self().node
-        self.state = cc.init(cc.CoordinatorConfig(self.me, config.answer_timeout_ms))
+        self.driver: CatalogDriver = CoreDriver(
+            ctx, lambda s, e: cc.step(s, e, self.now_ms()),
+            cc.init(cc.CoordinatorConfig(self.me, config.answer_timeout_ms)))
+        self.driver.on(cc.CollectLocalMinTimes, self.ask_min_times)
+        self.driver.on(cc.RequestMinTimes, self.ask_min_times)
+        self.driver.on(cc.SetTimer, lambda e: self.driver.arm_at(
+            e.at_ms / 1000, cc.TimerFired(e.iteration, e.phase)))
+        self.driver.on(cc.PropagateTxTime, self.propagate)
+        self.driver.on(cc.RequestView, self.read_view)
+        self.driver.on(cc.ProposeCompaction, self.propose)
+        self.driver.on(cc.IterationEnded, self.ended)
+        self.driver.ignore(cc.Skipped)
         self.members: dict[str, Pid] = {}
         self.monitors: dict[Ref, str] = {}
         self.outcomes: deque[dict[str, Any]] = deque(maxlen=KEEP)
@@ -80,48 +94,45 @@ class _Coordinator:
         return int(self.ctx.now() * 1000)
 
     async def step(self, event: cc.Event) -> None:
-        self.state, effects = cc.step(self.state, event, self.now_ms())
-        for e in effects:
-            await self.execute(e)
+        """Step the core, then the follow-ups its effects gave, first in first out."""
+        await self.driver.run(event)
 
-    async def execute(self, e: cc.Effect) -> None:
+    async def ask_min_times(self, e: cc.CollectLocalMinTimes | cc.RequestMinTimes,
+                            ) -> cc.Event | None:
         ctx = self.ctx
-        if isinstance(e, cc.CollectLocalMinTimes | cc.RequestMinTimes):
-            node = self.me if isinstance(e, cc.CollectLocalMinTimes) else e.node
-            pid = self.members.get(node) or await ctx.whereis(table_node_name(node))
-            if pid is None:
-                await self.step(cc.MinTimesFailed(e.iteration, node, "not running"))
-                return
-            ctx.send(pid, ("min_times", MinTimesRequest(e.iteration, self.me), ctx.self()))
-        elif isinstance(e, cc.SetTimer):
-            ctx.send_at(e.at_ms / 1000, ctx.self(), cc.TimerFired(e.iteration, e.phase))
-        elif isinstance(e, cc.PropagateTxTime):
-            for node in sorted(e.nodes):
-                pid = self.members.get(node)
-                if pid is not None:
-                    ctx.send(pid, PrepareUpdateTxBeginTime(e.ts))
-        elif isinstance(e, cc.RequestView):
-            try:
-                log_, assignments = await named_pids.call(ctx, raft_name(META_GROUP, self.me),
-                                                   ("query", ViewQuery()), timeout=10)
-            except CallError as err:
-                await self.step(cc.ViewFailed(e.iteration, f"metastore unreadable: {err}"))
-                return
-            view = CompactionView(log_, hts(self.now_ms()), assignments)
-            await self.step(cc.ViewReady(e.iteration, view))
-        elif isinstance(e, cc.ProposeCompaction):
-            self.proposed_at[e.iteration] = ctx.now()
-            await spawn_task(ctx, META_GROUP, self.config.nodes,
-                             (("propose", CompactCatalog(e.version)),), e.iteration)
-        elif isinstance(e, cc.IterationEnded):
-            record = {"iteration": e.iteration, "term": self.term, "outcome": e.outcome,
-                      "detail": e.detail, "version": e.version, "at": ctx.now(),
-                      "proposed_at": self.proposed_at.pop(e.iteration, None)}
-            self.outcomes.append(record)
-            _logger.info("compaction iteration ended", **{k: v for k, v in record.items()
-                                                           if v is not None})
-        elif isinstance(e, cc.Skipped):
-            pass
+        node = self.me if isinstance(e, cc.CollectLocalMinTimes) else e.node
+        pid = self.members.get(node) or await ctx.whereis(table_node_name(node))
+        if pid is None:
+            return cc.MinTimesFailed(e.iteration, node, "not running")
+        ctx.send(pid, ("min_times", MinTimesRequest(e.iteration, self.me), ctx.self()))
+        return None
+
+    def propagate(self, e: cc.PropagateTxTime) -> None:
+        for node in sorted(e.nodes):
+            pid = self.members.get(node)
+            if pid is not None:
+                self.ctx.send(pid, PrepareUpdateTxBeginTime(e.ts))
+
+    async def read_view(self, e: cc.RequestView) -> cc.Event:
+        try:
+            log_, assignments = await named_pids.call(self.ctx, raft_name(META_GROUP, self.me),
+                                                    Query(ViewQuery()), timeout=10)
+        except CallError as err:
+            return cc.ViewFailed(e.iteration, f"metastore unreadable: {err}")
+        return cc.ViewReady(e.iteration, CompactionView(log_, hts(self.now_ms()), assignments))
+
+    async def propose(self, e: cc.ProposeCompaction) -> None:
+        self.proposed_at[e.iteration] = self.ctx.now()
+        await spawn_task(self.ctx, META_GROUP, self.config.nodes,
+                         (Propose(CompactCatalog(e.version)),), e.iteration)
+
+    def ended(self, e: cc.IterationEnded) -> None:
+        record = {"iteration": e.iteration, "term": self.term, "outcome": e.outcome,
+                  "detail": e.detail, "version": e.version, "at": self.ctx.now(),
+                  "proposed_at": self.proposed_at.pop(e.iteration, None)}
+        self.outcomes.append(record)
+        _logger.info("compaction iteration ended", **{k: v for k, v in record.items()
+                                                       if v is not None})
 
     async def probe(self) -> None:
         """The logical topology: every node whose table node runs."""
@@ -140,9 +151,10 @@ class _Coordinator:
         await self.step(cc.TopologyChanged(frozenset(self.members)))
 
     def status(self) -> dict[str, Any]:
-        it = self.state.iteration
-        return {"node": self.me, "term": self.term, "lwm": self.state.lwm,
-                "topology": sorted(self.state.topology),
+        state = self.driver.state
+        it = state.iteration
+        return {"node": self.me, "term": self.term, "lwm": state.lwm,
+                "topology": sorted(state.topology),
                 "iteration": None if it is None else {"id": it.id, "phase": it.phase,
                                                       "waiting": sorted(it.topology -
                                                                         set(it.replies))},
@@ -158,35 +170,39 @@ async def coordinator_process(ctx: Process, config: CoordinatorProcessConfig, te
         await c.step(cc.LowWatermarkChanged(c.lwm, c.now_ms()))
     ctx.send_after(config.topology_interval, ctx.self(), _Probe())
     _logger.info("compaction coordinator up", node=c.me, term=term)
-    while True:
-        msg = await ctx.receive()
-        if isinstance(msg, tuple) and len(msg) == 2 and msg[0] == "lwm_changed":
-            await c.step(cc.LowWatermarkChanged(msg[1], c.now_ms()))
-        elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[1], MinTimesReply):
-            await c.step(cc.MinTimesReceived(msg[1]))
-        elif isinstance(msg, cc.TimerFired):
-            await c.step(msg)
-        elif isinstance(msg, TaskDone):
-            result = msg.results[0] if msg.ok else None
-            if isinstance(result, SnapshotSaved):
-                await c.step(cc.CompactionResult(msg.tag, result.saved))
-            else:
-                await c.step(cc.CompactionResult(msg.tag, False, msg.error or repr(result)))
-        elif isinstance(msg, _Probe):
-            await c.probe()
-            ctx.send_after(config.topology_interval, ctx.self(), _Probe())
-        elif isinstance(msg, Down):
-            node = c.monitors.pop(msg.ref, None)
-            if node is not None:
-                c.members.pop(node, None)
-                await c.step(cc.TopologyChanged(frozenset(c.members)))
-        elif isinstance(msg, Call):
-            if msg.request == ("status",):
-                ctx.reply(msg.from_, c.status())
-            else:
-                ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+    await c.driver.serve(lambda msg: _events(c, msg))
+
+
+async def _events(c: _Coordinator, msg: Any) -> list[cc.Event]:
+    """The core's events of one message (none for a call, a probe runs its own step)."""
+    ctx = c.ctx
+    if isinstance(msg, tuple) and len(msg) == 2 and msg[0] == "lwm_changed":
+        return [cc.LowWatermarkChanged(msg[1], c.now_ms())]
+    if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[1], MinTimesReply):
+        return [cc.MinTimesReceived(msg[1])]
+    if isinstance(msg, cc.TimerFired):
+        return [msg]
+    if isinstance(msg, TaskDone):
+        result = msg.results[0] if msg.ok else None
+        if isinstance(result, SnapshotSaved):
+            return [cc.CompactionResult(msg.tag, result.saved)]
+        return [cc.CompactionResult(msg.tag, False, msg.error or repr(result))]
+    if isinstance(msg, _Probe):
+        await c.probe()
+        ctx.send_after(c.config.topology_interval, ctx.self(), _Probe())
+    elif isinstance(msg, Down):
+        node = c.monitors.pop(msg.ref, None)
+        if node is not None:
+            c.members.pop(node, None)
+            return [cc.TopologyChanged(frozenset(c.members))]
+    elif isinstance(msg, Call):
+        if msg.request == ("status",):
+            ctx.reply(msg.from_, c.status())
         else:
-            _logger.warning("coordinator got an unexpected message", message=repr(msg)[:200])
+            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+    else:
+        _logger.warning("coordinator got an unexpected message", message=repr(msg)[:200])
+    return []
 
 
 __all__ = ["CoordinatorProcessConfig", "coordinator_process"]

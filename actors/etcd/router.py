@@ -23,6 +23,7 @@ from typing import Any
 
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose, Query, ReadIndex
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -58,15 +59,15 @@ class Router:
 
     async def propose(self, command: Any, timeout: float) -> tuple[int, Any]:
         """(raft index, the machine's result) once applied at the leader."""
-        return await self._at_leader(("propose", command), timeout, "ErrTimeout")
+        return await self._at_leader(Propose(command), timeout, "ErrTimeout")
 
     async def read(self, query: Any, timeout: float) -> tuple[int, Any]:
         """(read index, the answer) of a linearizable read by ReadIndex at the leader."""
-        return await self._at_leader(("read_index", query), timeout, "ErrTimeout")
+        return await self._at_leader(ReadIndex(query), timeout, "ErrTimeout")
 
     async def local_query(self, query: Any, timeout: float = HOP_TIMEOUT) -> Any:
         """A serializable read (or any query) of this node's member."""
-        reply = await self.ctx.call(self.local, ("query", query), timeout=timeout)
+        reply = await self.ctx.call(self.local, Query(query), timeout=timeout)
         return reply[1] if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok" \
             else reply
 
@@ -86,7 +87,8 @@ class Router:
         status: dict[str, Any] = await self.ctx.call(self.local, ("status",), timeout=HOP_TIMEOUT)
         return status
 
-    async def _at_leader(self, request: Any, timeout: float, lost: str) -> tuple[int, Any]:
+    async def _at_leader(self, request: Propose | ReadIndex, timeout: float,
+                         lost: str) -> tuple[int, Any]:
         ctx = self.ctx
         deadline = ctx.now() + timeout
         hint: str | None = None
@@ -103,17 +105,17 @@ class Router:
                     reply = await ctx.call(pid, request, timeout=min(HOP_TIMEOUT, left))
                 except CallError as err:
                     self._pids.pop(target or "", None)
-                    if request[0] == "propose" and not isinstance(err, NoProc):
+                    if isinstance(request, Propose) and not isinstance(err, NoProc):
                         raise EtcdStatus(lost, f"{err}"[:200]) from None  # may be in the log
-                    reply = ("down",)
-                if reply[0] == "ok":
+                    reply = None  # down
+                if isinstance(reply, Done):
                     if target != self.leader:
                         self.leader = target
-                    return int(reply[1]), reply[2]
-                if reply[0] == "not_leader" and reply[1] is not None and hints < MAX_HINTS:
-                    hint, hints = reply[1], hints + 1
+                    return int(reply.index), reply.result
+                if isinstance(reply, NotLeader) and reply.hint is not None and hints < MAX_HINTS:
+                    hint, hints = reply.hint, hints + 1
                     continue
-                if reply[0] == "error":
+                if isinstance(reply, Failed):
                     raise EtcdStatus("ErrTimeout", f"{reply!r}"[:200])
             hints = 0
             await ctx.sleep(min(RETRY_PAUSE, max(deadline - ctx.now(), 0)))

@@ -41,6 +41,7 @@ from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import LeaseCheckpoint, LeaseRevoke
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import LeaderChanged, Subscribe
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
@@ -347,7 +348,8 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     ctx.monitor(raft)
     router = Router(ctx, KV_GROUP, config.spec.nodes, raft)
     server = EtcdServer(ctx, config, router)
-    await server.leadership(*await ctx.call(raft, ("subscribe", ctx.self()), timeout=30))
+    now = await ctx.call(raft, Subscribe(ctx.self()), timeout=30)
+    await server.leadership(now.leader, now.term)
     options = [("grpc.max_receive_message_length", config.limits.max_request_bytes
                 + GRPC_OVERHEAD),
                ("grpc.max_send_message_length", 2**31 - 1),
@@ -379,8 +381,8 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
             if server.leading and ctx.now() - ticked >= LEASE_TICK:
                 ticked = ctx.now()
                 await server.lease_tick()
-            if isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
-                await server.leadership(msg[2], msg[3])
+            if isinstance(msg, LeaderChanged):
+                await server.leadership(msg.leader, msg.term)
             elif isinstance(msg, Call):
                 await _on_call(server, msg)
             elif isinstance(msg, Down) and msg.pid == raft:

@@ -37,6 +37,7 @@ from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
 from sediment.actors.kv.names import kv_node_name
+from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.types import Event
 from sediment.runtime.errors import CallError
 
@@ -110,7 +111,7 @@ class _Stream:
         ctx = self.s.ctx
         try:
             self.session = await ctx.call(
-                kv_node_name(self.s.me), ("open_watcher", ctx.self(), next(_tokens)),
+                kv_node_name(self.s.me), OpenWatcher(ctx.self(), next(_tokens)),
                 timeout=CALL_TIMEOUT)
         except CallError as err:
             await self.context.abort(grpc.StatusCode.UNAVAILABLE,

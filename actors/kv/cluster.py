@@ -5,7 +5,8 @@ tree of the raft issue (log worker, segment writer, WAL, the "kv" raft member ho
 the SQLite machine) and after it the KV node process, all under the node's
 `rest_for_one` supervisor. `cluster.client()` talks to whichever member leads (writes
 and linearizable reads go through the log, following leader hints); `client.watch(...)`
-opens a watcher session on a node. Node handles kill and restart nodes and processes.
+opens a watcher session on a node (`watch_session.py`). Node handles kill and restart
+nodes and processes.
 
 The client checks every request (`validation.py`, against the cluster's `Limits`) before
 it proposes it, so a bad request raises its typed error and never reaches the raft log;
@@ -21,7 +22,6 @@ they fall below the blocks' own compaction (ErrCompacted, as before).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import tempfile
@@ -38,11 +38,11 @@ from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation
-from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
 from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
+from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.types import (
     Compact,
     Compare,
@@ -59,8 +59,10 @@ from sediment.actors.kv.types import (
     TxnResult,
 )
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
+from sediment.actors.kv.watch_session import Watch, WatchCanceled, WatchSession
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -389,7 +391,7 @@ class Client:
         last: Exception = KvError("no KV member answered")
         for target in order:
             try:
-                reply = self.cluster.rt.call(raft_name(KV_GROUP, target), ("query", request),
+                reply = self.cluster.rt.call(raft_name(KV_GROUP, target), Query(request),
                                              timeout=self.timeout)
             except CallError as err:
                 last = err
@@ -436,79 +438,8 @@ class Client:
 
     def session(self, node: str | None = None) -> WatchSession:
         target = node or self.cluster.nodes[0]
-        pid = self.cluster.rt.call(kv_node_name(target), ("open_watcher",), timeout=30)
+        pid = self.cluster.rt.call(kv_node_name(target), OpenWatcher(), timeout=30)
         return WatchSession(self.cluster.rt, pid, target)
-
-
-@dataclass
-class WatchSession:
-    """One watcher process: many watches, one ordered stream of responses."""
-
-    rt: Any
-    pid: Pid
-    node: str
-    buffered: list[Any] = field(default_factory=list)
-    closed: Any = None
-
-    def watch(self, key: bytes, range_end: bytes | None = None, start_revision: int = 0,
-              prev_kv: bool = False, no_put: bool = False, no_delete: bool = False,
-              progress_notify: bool = False) -> Watch:
-        request = wp.CreateWatch(key, range_end, start_revision, None, prev_kv, no_put,
-                                 no_delete, progress_notify)
-        answer = self.rt.call(self.pid, ("create", request), timeout=30)
-        if isinstance(answer, wp.Rejected):
-            raise answer.error
-        if isinstance(answer, wp.Canceled):
-            raise WatchCanceled(answer)
-        if not isinstance(answer, wp.Created):
-            raise KvError(f"watch not created: {answer!r}")
-        return Watch(self, answer.watch_id, answer.start_revision)
-
-    def poll(self, max_wait: float = 1.0) -> list[Any]:
-        """Every response the session has for its watches now (waiting up to max_wait)."""
-        reply = self.rt.call(self.pid, ("next", max_wait), timeout=max_wait + 30)
-        if reply[0] == "closed":
-            self.closed = reply[1]
-            return list(reply[2])
-        return list(reply[1])
-
-    def request_progress(self) -> None:
-        self.rt.call(self.pid, ("progress",), timeout=30)
-
-    def close(self) -> None:
-        with contextlib.suppress(CallError):
-            self.rt.call(self.pid, ("close",), timeout=30)
-
-
-class WatchCanceled(KvError):
-    """The watch could not start (its start revision is compacted) or was canceled."""
-
-    def __init__(self, canceled: wp.Canceled) -> None:
-        super().__init__(f"watch {canceled.watch_id} canceled: {canceled.reason} "
-                         f"(compact revision {canceled.compact_revision})")
-        self.canceled = canceled
-
-
-@dataclass
-class Watch:
-    session: WatchSession
-    id: int
-    start_revision: int
-    responses: list[Any] = field(default_factory=list)
-
-    def poll(self, max_wait: float = 1.0) -> list[Any]:
-        """This watch's new responses (others' stay buffered in the session)."""
-        s = self.session
-        s.buffered.extend(s.poll(max_wait))
-        mine = [r for r in s.buffered if getattr(r, "watch_id", None) in (self.id, wp.BROADCAST_ID)]
-        s.buffered = [r for r in s.buffered if r not in mine or
-                      getattr(r, "watch_id", None) == wp.BROADCAST_ID]
-        self.responses.extend(mine)
-        return mine
-
-    def cancel(self) -> Any:
-        return self.session.rt.call(self.session.pid, ("cancel", self.id), timeout=30)
-
 
 __all__ = ["BlockTier", "Client", "Cluster", "NodeHandle", "Watch", "WatchCanceled",
            "WatchSession"]

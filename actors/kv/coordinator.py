@@ -27,8 +27,10 @@ from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv.admission import CycleId
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.node_protocol import MinAnswer, MinRequest, Notice, NoticeAnswer, Rollback
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, Propose, Query
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, CallTimeout
 from sediment.runtime.process import Process
@@ -36,26 +38,6 @@ from sediment.runtime.process import Process
 _logger = log.get_logger("sediment.kv.coordinator")
 
 BEFORE_PROPOSE = "coordinator.before_propose"
-
-
-@dataclass(frozen=True)
-class MinRequest:
-    cycle: CycleId
-    reply_to: Any
-
-
-@dataclass(frozen=True)
-class Notice:
-    cycle: CycleId
-    revision: int
-    attempt: int
-    reply_to: Any
-
-
-@dataclass(frozen=True)
-class Rollback:
-    cycle: CycleId
-    revision: int
 
 
 @dataclass(frozen=True)
@@ -99,12 +81,11 @@ def _event(ctx: Process, msg: Any) -> cc.Event | None:
         if msg.cycle is None:
             return cc.Tick(now)
         return cc.Timeout(msg.cycle, msg.phase, now)  # type: ignore[arg-type]
-    if isinstance(msg, tuple) and msg and msg[0] == "min_reply":
-        _, node, cycle, revision = msg
-        return cc.MinReply(node, cycle, revision, now)
-    if isinstance(msg, tuple) and msg and msg[0] == "notice_reply":
-        _, node, cycle, revision, attempt, confirmed = msg
-        return cc.NoticeReply(node, cycle, revision, attempt, confirmed, now)
+    if isinstance(msg, MinAnswer):
+        return cc.MinReply(msg.node, msg.cycle, msg.revision, now)
+    if isinstance(msg, NoticeAnswer):
+        return cc.NoticeReply(msg.node, msg.cycle, msg.revision, msg.attempt, msg.confirmed,
+                              now)
     _logger.warning("coordinator got an unexpected message", message=repr(msg)[:200])
     return None
 
@@ -135,7 +116,7 @@ async def _hold(ctx: Process, effect: cc.QueryHold, nodes: tuple[str, ...],
         if left <= 0:
             break
         try:
-            reply = await ctx.call(raft_name(METASTORE_GROUP, node), ("query", FlushCursorQuery()),
+            reply = await ctx.call(raft_name(METASTORE_GROUP, node), Query(FlushCursorQuery()),
                                    timeout=left)
         except CallError:
             continue
@@ -151,13 +132,13 @@ async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> c
     try:
         if raft is None:
             raise CallError("the local raft member is down")
-        reply = await ctx.call(raft, ("propose", Compact(effect.revision)), timeout=timeout)
+        reply = await ctx.call(raft, Propose(Compact(effect.revision)), timeout=timeout)
     except CallTimeout:
         return cc.Timeout(effect.cycle, "propose", ctx.now())
     except CallError as exc:
         _logger.warning("compact proposal failed", error=str(exc))
         return cc.ProposeResult(effect.cycle, effect.revision, False, ctx.now())
-    ok = reply[0] == "ok" and not isinstance(reply[2], Exception)
+    ok = isinstance(reply, Done) and not isinstance(reply.result, Exception)
     if not ok:
         _logger.warning("compact proposal refused", reply=repr(reply)[:200])
     return cc.ProposeResult(effect.cycle, effect.revision, ok, ctx.now())

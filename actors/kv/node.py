@@ -4,16 +4,16 @@ It owns the node's admission state (`admission.py`): every watch is admitted her
 one step with the floor check, so a compaction notice and a new watch can never race.
 It follows the local raft member: applied notifications become `Committed` fan-out to
 this node's watcher processes (the changes read once per applied batch), an applied
-Compact becomes the persisted compaction revision and a `FloorRaised` for the watchers.
+Compact becomes the persisted compaction revision and a `NewFloor` for the watchers.
 When the local member gains leadership it starts the compaction coordinator (linked);
 when it loses it, the coordinator is stopped.
 
-Peer API (messages from the coordinator): MinRequest -> ("min_reply", node, cycle, min),
-Notice -> ("notice_reply", ...), Rollback. A confirmed notice is a promise the node keeps
-on disk before it answers (`promised_floor.py`), and restores at start. Calls: ("admit",
-key, start), ("status",), ("open_watcher",) -> the pid of a new watcher process on this
-node for one session. ("open_watcher", owner, token) ties the session to a client process
-(it ends when the owner does, as a stream ends with its connection) and makes the open
+Its messages are in `node_protocol.py`. Peer API (from the coordinator): MinRequest ->
+MinAnswer, Notice -> NoticeAnswer, Rollback. A confirmed notice is a promise the node
+keeps on disk before it answers (`promised_floor.py`), and restores at start. Calls:
+Admit(key, start), ("status",), OpenWatcher() -> the pid of a new watcher process on this
+node for one session. OpenWatcher(owner, token) ties the session to a client process (it
+ends when the owner does, as a stream ends with its connection) and makes the open
 idempotent: a retry with the same token after a lost reply gets the same session, so a
 slow reply never leaves a second session behind. The spawn runs beside the loop (on Ray
 it can take seconds while a worker process boots): a node never stops answering its
@@ -32,11 +32,32 @@ from sediment.actors.kv import admission as adm
 from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import promised_floor, reads
-from sediment.actors.kv.coordinator import MinRequest, Notice, Rollback, coordinator
+from sediment.actors.kv.coordinator import coordinator
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
+from sediment.actors.kv.node_protocol import (
+    Admit,
+    MinAnswer,
+    MinRequest,
+    NewFloor,
+    NewRevisions,
+    NodeError,
+    Notice,
+    NoticeAnswer,
+    OpenWatcher,
+    Rollback,
+    WatchEnded,
+    WatchPositions,
+)
 from sediment.actors.kv.types import AppliedBatch
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import (
+    AppliedMode,
+    AppliedNews,
+    LeaderChanged,
+    Subscribe,
+    WatchApplied,
+)
 from sediment.runtime.messages import Call, CallRef, Down
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -109,7 +130,7 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
     ctx.monitor(raft)
     compact_rev, _finished = await reads.compaction(ctx, raft)
     # no watchers yet: the member tells what it applied at most every LAZY_NOTICE
-    index = (await ctx.call(raft, ("watch_applied", ctx.self(), False), timeout=30))[1]
+    index = (await ctx.call(raft, WatchApplied(ctx.self(), False), timeout=30)).index
     applied = await reads.head(ctx, raft)  # read after subscribing: no revision is missed
     state, _ = adm.restore(compact_rev, applied)
     promise_file = (promised_floor.path(os.path.join(config.data_dir, me))
@@ -119,8 +140,8 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
     state, _ = adm.leader_initial(state, promised)
     node = _Node(ctx, config, raft, state, compact_rev, applied, index,
                  promise_file=promise_file, promised=promised)
-    leader = await ctx.call(raft, ("subscribe", ctx.self()), timeout=30)
-    await _leadership(node, *leader)
+    leader = await ctx.call(raft, Subscribe(ctx.self()), timeout=30)
+    await _leadership(node, leader.leader, leader.term)
     _logger.info("kv node up", node=me, committed=applied, compact_revision=compact_rev,
                  promised_floor=promised)
     while True:
@@ -130,13 +151,13 @@ async def kv_node(ctx: Process, config: KvNodeConfig) -> None:
 
 async def _handle(node: _Node, msg: Any) -> None:
     ctx = node.ctx
-    if isinstance(msg, tuple) and msg and msg[0] == "applied":
-        await _applied(node, msg[2], *(msg[3] if len(msg) > 3 and msg[3] else ()))
-    elif isinstance(msg, tuple) and msg and msg[0] == "leader_changed":
-        await _leadership(node, msg[2], msg[3])
+    if isinstance(msg, AppliedNews):
+        await _applied(node, msg.index, *(msg.changes or ()))
+    elif isinstance(msg, LeaderChanged):
+        await _leadership(node, msg.leader, msg.term)
     elif isinstance(msg, MinRequest):
-        ctx.send(msg.reply_to, ("min_reply", ctx.self().node, msg.cycle,
-                                adm.min_revision(node.state)))
+        ctx.send(msg.reply_to, MinAnswer(ctx.self().node, msg.cycle,
+                                         adm.min_revision(node.state)))
     elif isinstance(msg, Notice):
         node.state, verdict = adm.notice(node.state, msg.cycle, msg.revision)
         ok = isinstance(verdict, adm.Confirmed)
@@ -145,15 +166,15 @@ async def _handle(node: _Node, msg: Any) -> None:
         else:
             _logger.info("compaction notice refused", revision=msg.revision,
                          blocking=getattr(verdict, "watch", None))
-        ctx.send(msg.reply_to, ("notice_reply", ctx.self().node, msg.cycle, msg.revision,
-                                msg.attempt, ok))
+        ctx.send(msg.reply_to, NoticeAnswer(ctx.self().node, msg.cycle, msg.revision,
+                                            msg.attempt, ok))
     elif isinstance(msg, Rollback):
         node.state = adm.rollback(node.state, msg.cycle, msg.revision)
         _keep_promise(node)
-    elif isinstance(msg, tuple) and msg and msg[0] == "progress":
-        _progress(node, msg[1], msg[2])
-    elif isinstance(msg, tuple) and msg and msg[0] == "watch_ended":
-        node.state = adm.cancel_watch(node.state, (str(msg[1]), msg[2]))
+    elif isinstance(msg, WatchPositions):
+        _progress(node, msg.session, msg.positions)
+    elif isinstance(msg, WatchEnded):
+        node.state = adm.cancel_watch(node.state, (str(msg.session), msg.watch_id))
     elif isinstance(msg, Call):
         await _on_call(node, msg)
     elif isinstance(msg, _Spawned):
@@ -166,19 +187,17 @@ async def _handle(node: _Node, msg: Any) -> None:
 
 async def _on_call(node: _Node, call: Call) -> None:
     ctx, req = node.ctx, call.request
-    kind = req[0] if isinstance(req, tuple) and req else req
-    if kind == "admit":
-        _, key, start = req
+    if isinstance(req, Admit):
         try:
-            node.state, verdict = adm.create_watch(node.state, key, start)
+            node.state, verdict = adm.create_watch(node.state, req.key, req.start)
         except ValueError as exc:
-            ctx.reply(call.from_, ("error", str(exc)))
+            ctx.reply(call.from_, NodeError(str(exc)))
             return
         ctx.reply(call.from_, verdict)
-    elif kind == "open_watcher":
+    elif isinstance(req, OpenWatcher):
         await _watching(node, True)
-        _open_watcher(node, call, req[1:] if isinstance(req, tuple) else ())
-    elif kind == "status":
+        _open_watcher(node, call, req)
+    elif req == ("status",):
         ctx.reply(call.from_, {
             "node": ctx.self().node, "committed": node.state.committed,
             "floor": adm.floor(node.state), "min_revision": adm.min_revision(node.state),
@@ -186,7 +205,7 @@ async def _on_call(node: _Node, call: Call) -> None:
             "watchers": len(node.watchers), "coordinator": node.coordinator is not None,
             "leader": node.leader[0]})
     else:
-        ctx.reply(call.from_, ("error", ("unknown_request", req)))
+        ctx.reply(call.from_, NodeError(f"unknown request {req!r}"[:200]))
 
 
 async def _applied(node: _Node, index: int, sent_from: int | None = None,
@@ -215,7 +234,7 @@ async def _watching(node: _Node, on: bool) -> None:
     if on == node.eager:
         return
     node.eager = on
-    node.ctx.send(node.raft, ("applied_mode", node.ctx.self(), on))
+    node.ctx.send(node.raft, AppliedMode(node.ctx.self(), on))
     if on:
         _fan_out(node, await reads.applied_batch(node.ctx, node.raft, node.applied + 1, None))
 
@@ -228,7 +247,7 @@ def _fan_out(node: _Node, batch: AppliedBatch) -> None:
     if batch.head > node.applied:
         node.applied = batch.head
         for pid in node.watchers:  # None: the watcher catches up
-            ctx.send(pid, ("committed", batch.head, batch.events))
+            ctx.send(pid, NewRevisions(batch.head, batch.events))
     compact_rev = batch.compact_revision
     if compact_rev > node.compact_revision:
         node.compact_revision = compact_rev
@@ -238,7 +257,7 @@ def _fan_out(node: _Node, batch: AppliedBatch) -> None:
                 _logger.warning("a watch was below an applied compaction",
                                 watch=effect.watch, revision=effect.compact_revision)
         for pid in node.watchers:
-            ctx.send(pid, ("floor", compact_rev))
+            ctx.send(pid, NewFloor(compact_rev))
 
 
 async def _leadership(node: _Node, leader: str | None, term: int) -> None:
@@ -267,16 +286,17 @@ def _keep_promise(node: _Node) -> None:
         node.promised = floor
 
 
-def _open_watcher(node: _Node, call: Call, args: tuple[Any, ...]) -> None:
-    """("open_watcher",) or ("open_watcher", owner, token): the session already opened
-    under (owner, token) if it still runs, else a new one, answered when it has started."""
+def _open_watcher(node: _Node, call: Call, req: OpenWatcher) -> None:
+    """OpenWatcher() or OpenWatcher(owner, token): the session already opened under
+    (owner, token) if it still runs, else a new one, answered when it has started."""
     ctx = node.ctx
     key: Any
-    if args:
-        if len(args) != 2 or not isinstance(args[0], Pid):
-            ctx.reply(call.from_, ("error", "open_watcher takes () or (owner pid, token)"))
+    owner: object = req.owner  # off the wire: checked, whatever its annotation says
+    if owner is not None:
+        if not isinstance(owner, Pid):
+            ctx.reply(call.from_, NodeError("OpenWatcher takes no owner or an owner pid"))
             return
-        key = (args[0], args[1])
+        key = (req.owner, req.token)
         if key in node.opened:
             ctx.reply(call.from_, node.opened[key])
             return
@@ -286,8 +306,7 @@ def _open_watcher(node: _Node, call: Call, args: tuple[Any, ...]) -> None:
     else:
         key = ctx.make_ref()
     node.opening[key] = [call.from_]
-    owner = args[0] if args else None
-    task = asyncio.get_running_loop().create_task(_spawn_session(node, key, owner))
+    task = asyncio.get_running_loop().create_task(_spawn_session(node, key, req.owner))
     node.spawns.add(task)
     task.add_done_callback(node.spawns.discard)
 
@@ -320,7 +339,7 @@ def _spawned(node: _Node, done: _Spawned) -> None:
     if done.pid is None:
         _logger.warning("a watcher session did not start", error=done.error)
         for caller in waiting:
-            ctx.reply(caller, ("error", f"the watcher session did not start: {done.error}"))
+            ctx.reply(caller, NodeError(f"the watcher session did not start: {done.error}"))
         return
     pid = done.pid
     node.watchers[pid] = None
@@ -328,9 +347,9 @@ def _spawned(node: _Node, done: _Spawned) -> None:
         node.opened[done.key] = pid
     ctx.monitor(pid)
     if node.applied > done.applied:
-        ctx.send(pid, ("committed", node.applied, None))  # None: it reads what it missed
+        ctx.send(pid, NewRevisions(node.applied, None))  # None: it reads what it missed
     if node.compact_revision > done.compact_revision:
-        ctx.send(pid, ("floor", node.compact_revision))
+        ctx.send(pid, NewFloor(node.compact_revision))
     for caller in waiting:
         ctx.reply(caller, pid)
 

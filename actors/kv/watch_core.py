@@ -27,18 +27,12 @@ from dataclasses import dataclass, field, replace
 
 from sediment.actors.kv.errors import (
     ErrCompacted,
-    ErrEmptyKey,
-    ErrInvalidRangeEnd,
-    ErrNegativeRevision,
-    ErrWatcherDuplicateID,
-    ErrWatcherNotExist,
     InvalidRequest,
     KvError,
     WatchProtocolError,
 )
 from sediment.actors.kv.types import Event, key_in_range
 from sediment.actors.kv.watch_protocol import (
-    ALL_KEYS,
     BROADCAST_ID,
     Ack,
     Advanced,
@@ -61,6 +55,7 @@ from sediment.actors.kv.watch_protocol import (
     Tick,
     WatcherEvent,
 )
+from sediment.actors.kv.watch_validation import asked_id, is_int, validate
 
 DEFAULT_MAX_PENDING = 1024  # unacked events per watcher (Netsy's inbox is 64 responses)
 DEFAULT_PROGRESS_INTERVAL = 600.0  # etcd's progressReportInterval (10 min)
@@ -72,7 +67,7 @@ class WatcherConfig:
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_pending) or self.max_pending < 2:
+        if not is_int(self.max_pending) or self.max_pending < 2:
             raise InvalidRequest(f"max_pending must be an int >= 2, got {self.max_pending!r}")
         if not self.progress_interval > 0:
             raise InvalidRequest(f"progress_interval must be > 0, got {self.progress_interval}")
@@ -137,7 +132,7 @@ def init(
 ) -> WatcherState:
     """A watcher with no watch, at the node's committed revision and admission floor."""
     for name, value in (("committed_revision", committed_revision), ("floor", floor)):
-        if not _is_int(value) or value < 0:
+        if not is_int(value) or value < 0:
             raise InvalidRequest(f"{name} must be a non-negative int, got {value!r}")
     cfg = config or WatcherConfig()
     return WatcherState(cfg, committed_revision, floor, progress_due=now + cfg.progress_interval)
@@ -147,9 +142,9 @@ def step(state: WatcherState, event: WatcherEvent) -> tuple[WatcherState, list[E
     """Apply one event; return the new state and the effects, in execution order."""
     if state.closed is not None:
         return state, []
-    error = _validate(state, event)
+    error = validate(state, event)
     if error is not None:
-        return state, [Rejected(error, _asked_id(event))]
+        return state, [Rejected(error, asked_id(event))]
     s = state.copy()
     fx: list[Effect] = []
     _dispatch(s, event, fx)
@@ -182,54 +177,6 @@ def wakeup_at(state: WatcherState) -> float | None:
     """When the shell must Tick next (None: no watch asked for progress notifies)."""
     if state.closed is None and any(w.progress_notify for w in state.watches.values()):
         return state.progress_due
-    return None
-
-
-# ---- validation (bad input changes nothing) --------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_bytes(value: object) -> bool:
-    """A runtime check the annotations cannot make: the request came off the wire."""
-    return isinstance(value, bytes)
-
-
-def _asked_id(event: WatcherEvent) -> int | None:
-    return event.watch_id if isinstance(event, CreateWatch | CancelWatch) else None
-
-
-def _validate(s: WatcherState, event: WatcherEvent) -> KvError | None:
-    if isinstance(event, CreateWatch):
-        return _check_create(s, event)
-    if isinstance(event, CancelWatch) and event.watch_id not in s.watches:
-        return ErrWatcherNotExist(event.watch_id)
-    if isinstance(event, Ack) and not (_is_int(event.seq) and 0 <= event.seq <= s.seq):
-        return InvalidRequest(f"ack of seq {event.seq!r}: only 0..{s.seq} were delivered")
-    return None
-
-
-def _check_create(s: WatcherState, ev: CreateWatch) -> KvError | None:
-    """etcd's checks, in its order: key, range (key < end unless ALL_KEYS), revision, id."""
-    if not _is_bytes(ev.key) or not (ev.range_end is None or _is_bytes(ev.range_end)):
-        return InvalidRequest("key and range_end must be bytes")
-    if not ev.key:
-        return ErrEmptyKey()
-    end = ev.range_end or None
-    if end is not None and end != ALL_KEYS and end <= ev.key:
-        return ErrInvalidRangeEnd("mvcc: watcher range is empty")
-    if not _is_int(ev.start_revision):
-        return InvalidRequest("start_revision must be an int")
-    if ev.start_revision < 0:
-        return ErrNegativeRevision(f"start_revision {ev.start_revision} is negative")
-    if ev.watch_id is None:
-        return None
-    if not _is_int(ev.watch_id) or ev.watch_id < 0:
-        return InvalidRequest(f"watch_id must be a non-negative int, got {ev.watch_id!r}")
-    if ev.watch_id in s.watches:
-        return ErrWatcherDuplicateID(ev.watch_id)
     return None
 
 
@@ -317,7 +264,7 @@ def _on_committed(
 
 
 def _check_committed(s: WatcherState, revision: int, events: tuple[Event, ...]) -> None:
-    if not _is_int(revision) or revision < s.committed:
+    if not is_int(revision) or revision < s.committed:
         raise WatchProtocolError(f"Committed({revision}) below committed {s.committed}")
     _check_ordered(events, s.committed + 1, revision, "Committed")
 
@@ -332,7 +279,7 @@ def _check_ordered(events: Iterable[Event], lo: int, hi: int, what: str) -> None
 
 
 def _on_advanced(s: WatcherState, revision: int) -> None:
-    if not _is_int(revision) or revision < s.committed:
+    if not is_int(revision) or revision < s.committed:
         raise WatchProtocolError(f"Advanced({revision}) below committed {s.committed}")
     if revision > s.committed and s.fetch is not None:
         s.fetch = replace(s.fetch, buffer=(), buffer_ok=False)  # a hole in the buffer
@@ -357,7 +304,7 @@ def _on_fetched(s: WatcherState, ev: HistoryFetched, fx: list[Effect]) -> None:
     f = s.fetch
     if f is None or f.fetch_id != ev.fetch_id:
         return  # stale: its watch was canceled
-    if not (_is_int(ev.to_revision) and f.from_revision <= ev.to_revision <= f.to_revision):
+    if not (is_int(ev.to_revision) and f.from_revision <= ev.to_revision <= f.to_revision):
         raise WatchProtocolError(
             f"fetch {f.fetch_id} answered to {ev.to_revision}, asked "
             f"{f.from_revision}..{f.to_revision}"
@@ -388,7 +335,7 @@ def _on_floor(s: WatcherState, revision: int, fx: list[Effect]) -> None:
     """Cancel every watch that still needs history at or below the new floor. A synced
     watch (only possible above committed on a lagging replica) gets its revisions live,
     from the node's apply, not from the compacted history, so it stays."""
-    if not _is_int(revision):
+    if not is_int(revision):
         raise WatchProtocolError(f"FloorRaised({revision!r}): not a revision")
     if revision <= s.floor:
         return

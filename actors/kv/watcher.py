@@ -1,10 +1,10 @@
 """A watcher process: one client session holding many watches (the shell of watch_core).
 
-Its node process spawns it and feeds it ("committed", revision, events) and ("floor",
-revision); it admits each new watch through the node (the one place that decides
-admission against compaction notices) before the core sees it, reads history from the
-local machine for replays, and reports each watch's position back to the node so the
-cluster minimum (and so compaction) can move on.
+Its node process spawns it and feeds it NewRevisions(revision, events) and
+NewFloor(revision) (`node_protocol.py`); it admits each new watch through the node (the
+one place that decides admission against compaction notices) before the core sees it,
+reads history from the local machine for replays, and reports each watch's position back
+to the node so the cluster minimum (and so compaction) can move on.
 
 The client pulls: ("next", max_wait) answers every response queued so far (waiting up to
 max_wait for the first), and pulling is the acknowledgement the core's flow control
@@ -29,6 +29,13 @@ from sediment.actors.kv import reads
 from sediment.actors.kv import watch_core as wc
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, KvError
+from sediment.actors.kv.node_protocol import (
+    Admit,
+    NewFloor,
+    NewRevisions,
+    WatchEnded,
+    WatchPositions,
+)
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid
@@ -98,13 +105,12 @@ async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int
 
 
 async def _handle(w: _Watcher, msg: Any) -> None:
-    if isinstance(msg, tuple) and msg and msg[0] == "committed":
-        _, revision, events = msg
-        event = (wp.Committed(revision, events) if events is not None
-                 else wp.Advanced(revision))
+    if isinstance(msg, NewRevisions):
+        event = (wp.Committed(msg.revision, msg.events) if msg.events is not None
+                 else wp.Advanced(msg.revision))
         w.driver.post(event)
-    elif isinstance(msg, tuple) and msg and msg[0] == "floor":
-        w.driver.post(wp.FloorRaised(msg[1]))
+    elif isinstance(msg, NewFloor):
+        w.driver.post(wp.FloorRaised(msg.revision))
     elif msg == ("close",):
         w.closed = "client"
     elif isinstance(msg, Call):
@@ -160,7 +166,7 @@ async def _create(w: _Watcher, request: Any) -> Any:
         return _answer(effects, wp.Rejected)
     start = request.start_revision
     key = (str(w.ctx.self()), wid)
-    verdict = await w.ctx.call(w.node, ("admit", key, start if start >= 0 else 0), timeout=30)
+    verdict = await w.ctx.call(w.node, Admit(key, start if start >= 0 else 0), timeout=30)
     if isinstance(verdict, ErrCompacted):
         return wp.Canceled(wid, "compacted", verdict.compact_revision)
     if not hasattr(verdict, "start_revision"):
@@ -170,7 +176,7 @@ async def _create(w: _Watcher, request: Any) -> Any:
     effects = await _step(w, asked)
     answer = _answer(effects, wp.Created, wp.Rejected, wp.Canceled)
     if not isinstance(answer, wp.Created):
-        w.ctx.send(w.node, ("watch_ended", w.ctx.self(), wid))
+        w.ctx.send(w.node, WatchEnded(w.ctx.self(), wid))
     elif start == 0:
         # "from now" is the node's now, which may be ahead of this session's (its news
         # of the revisions between is still on the way): the header says the revision
@@ -205,7 +211,7 @@ def _to_client(w: _Watcher, effect: wp.Deliver | wp.Progress | wp.Canceled) -> N
     step is done)."""
     w.outbox.append(effect)
     if isinstance(effect, wp.Canceled):
-        w.ctx.send(w.node, ("watch_ended", w.ctx.self(), effect.watch_id))
+        w.ctx.send(w.node, WatchEnded(w.ctx.self(), effect.watch_id))
         kv_metrics.watch_canceled(w.ctx.self().node, effect.reason)
 
 
@@ -265,7 +271,7 @@ def _report(w: _Watcher) -> None:
     changed = {wid: rev for wid, rev in positions.items() if w.reported.get(wid) != rev}
     w.reported = positions
     if changed:
-        w.ctx.send(w.node, ("progress", w.ctx.self(), changed))
+        w.ctx.send(w.node, WatchPositions(w.ctx.self(), changed))
 
 
 def _schedule_tick(w: _Watcher) -> None:

@@ -50,6 +50,7 @@ from sediment.actors.catalog.metastore_machine import (
 )
 from sediment.actors.log.shell.cluster import GroupClient, node_children
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
@@ -239,12 +240,12 @@ class TablesCluster:
     def assignments(self, node: str | None = None) -> dict[Any, frozenset[str]]:
         """The stable assignments, from a node's metastore replica."""
         return self._call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
-                           ("query", AssignmentsQuery()), self.timeout)
+                            Query(AssignmentsQuery()), self.timeout)
 
     def rebalances(self, node: str | None = None) -> dict[Any, Any]:
         """The pending rebalances, from a node's metastore replica."""
         return self._call(raft_name(META_GROUP, node or self.nodes[0]),  # type: ignore[no-any-return]
-                           ("query", RebalancesQuery()), self.timeout)
+                            Query(RebalancesQuery()), self.timeout)
 
     def wait_rebalanced(self, zone: str, timeout: float | None = None) -> None:
         """Wait (bounded) until every partition of the zone has its planned replica count
@@ -298,7 +299,7 @@ class TablesCluster:
         """The latest catalog version, from a node's replica."""
         latest = self.versions().latest_version
         reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
-                            ("query", CatalogVersionQuery(latest)), self.timeout)
+                             Query(CatalogVersionQuery(latest)), self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply
@@ -326,7 +327,7 @@ class TablesCluster:
         """The catalog version active at `ts` (CatalogVersionCompacted below the
         snapshot), from a node's replica."""
         reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
-                            ("query", CatalogAtQuery(ts)), self.timeout)
+                             Query(CatalogAtQuery(ts)), self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply

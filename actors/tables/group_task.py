@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, ReadIndex
 from sediment.actors.tables import named_pids
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
@@ -36,7 +37,8 @@ class TaskDone:
     error: str = ""
 
 
-async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], request: Any,
+async def request_group(ctx: Process, group: str, nodes: tuple[str, ...],
+                        request: Propose | ReadIndex,
                         attempts: int = ATTEMPTS) -> tuple[bool, Any]:
     """One request at whichever member leads: (True, the machine's answer) or (False,
     None) after `attempts` tries."""
@@ -54,22 +56,22 @@ async def request_group(ctx: Process, group: str, nodes: tuple[str, ...], reques
         try:
             reply = await named_pids.call(ctx, raft_name(group, target), request, 2.0)
         except CallError:
-            reply = ("down",)
-        if reply[0] == "ok":
+            reply = None  # down
+        if isinstance(reply, Done):
             leaders[group] = target
-            return True, reply[2]
+            return True, reply.result
         leaders.pop(group, None)
-        if reply[0] == "not_leader" and reply[1] is not None and reply[1] != target:
-            hint = reply[1]
+        if isinstance(reply, NotLeader) and reply.hint is not None and reply.hint != target:
+            hint = reply.hint
             continue
         await ctx.sleep(BACKOFF)
     return False, None
 
 
 async def group_task(ctx: Process, group: str, nodes: tuple[str, ...],
-                     requests: tuple[tuple[str, Any], ...], reply_to: Pid, tag: Any,
+                     requests: tuple[Propose | ReadIndex, ...], reply_to: Pid, tag: Any,
                      attempts: int = ATTEMPTS) -> None:
-    """Process entry. `requests`: ("propose", command) or ("read_index", query)."""
+    """Process entry. `requests`: each a `Propose` or a `ReadIndex`."""
     results: list[Any] = []
     for request in requests:
         ok, result = await request_group(ctx, group, nodes, request, attempts)
@@ -82,7 +84,7 @@ async def group_task(ctx: Process, group: str, nodes: tuple[str, ...],
 
 
 async def spawn_task(ctx: Process, group: str, nodes: tuple[str, ...],
-                     requests: tuple[tuple[str, Any], ...], tag: Any) -> None:
+                     requests: tuple[Propose | ReadIndex, ...], tag: Any) -> None:
     await ctx.spawn(group_task, group, nodes, requests, ctx.self(), tag,
                     label=f"task:{group}", host=RAFT_HOST)
 

@@ -39,16 +39,19 @@ from sediment.actors.catalog.ddl import MakeIndexAvailable, StartBuildingIndex
 from sediment.actors.catalog.descriptors import IndexStatus, ZonePartition
 from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import index_build as ib
 from sediment.actors.tables import named_pids
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
 from sediment.actors.tables.partition import BuildIndexCmd, IndexBuilt
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.tables.index_driver")
+BuildDriver = CoreDriver[ib.IndexBuild, ib.Event, ib.Effect]
 KEEP = 64  # finished builds kept for `status`
 BEFORE_AVAILABLE = "index_driver.before_available"  # failpoint: a build held while BUILDING
 
@@ -71,7 +74,7 @@ class _Driver:
         self.config = config
         self.term = term
         self.me = ctx.self().node
-        self.builds: dict[int, ib.IndexBuild] = {}
+        self.drivers: dict[int, BuildDriver] = {}  # one core per index being built
         self.names: dict[int, str] = {}
         self.available_proposed_at: dict[int, float] = {}
         self.started_at: dict[int, float] = {}
@@ -84,10 +87,24 @@ class _Driver:
         self.assignments: dict[ZonePartition, frozenset[str]] = {}
         self.topology: tuple[str, ...] = ()
 
+    @property
+    def builds(self) -> dict[int, ib.IndexBuild]:
+        """Each build's state (a new dict: the drivers own them)."""
+        return {index_id: d.state for index_id, d in self.drivers.items()}
+
+    def _driver(self, index_id: int, build: ib.IndexBuild) -> BuildDriver:
+        """A build's core on the driver; the effects' outcomes are its next events."""
+        d: BuildDriver = CoreDriver(self.ctx, lambda b, e: ib.step(b, e, self.topology), build)
+        d.on(ib.AskTxsFinished, self._ask_txs_finished)
+        d.on(ib.ProposeDdl, lambda e: self._propose(index_id, e.command))
+        d.on(ib.Backfill, self._backfill)
+        self.drivers[index_id] = d
+        return d
+
     async def tick(self) -> None:
         try:
-            self.log, self.assignments = await named_pids.call(
-                self.ctx, raft_name(META_GROUP, self.me), ("query", ViewQuery()), timeout=10)
+            self.log, self.assignments = await named_pids.call(self.ctx,
+                raft_name(META_GROUP, self.me), Query(ViewQuery()), timeout=10)
         except CallError:
             return
         assert self.log is not None
@@ -118,12 +135,12 @@ class _Driver:
         self.started_at[index_id] = self.ctx.now()
         if index.status is IndexStatus.REGISTERED:
             b, effects = ib.start(index, latest, self.topology)
-            self.builds[index_id] = b
+            self._driver(index_id, b)
             _logger.info("index build started", index=index.name, node=self.me)
             await self.execute(index_id, effects)
         else:  # BUILDING: a previous driver started it; backfill again from here
             b, _ = ib.start(replace(index, status=IndexStatus.REGISTERED), latest, ())
-            self.builds[index_id] = replace(b, stage=ib.Stage.STARTING)
+            self._driver(index_id, replace(b, stage=ib.Stage.STARTING))
             await self.step(index_id, ib.CatalogChanged(latest))
 
     async def _retry(self, index_id: int, b: ib.IndexBuild) -> None:
@@ -147,27 +164,27 @@ class _Driver:
             await self.execute(index_id, [ib.ProposeDdl(MakeIndexAvailable(index_id))])
 
     async def step(self, index_id: int, event: ib.Event) -> None:
-        b = self.builds.get(index_id)
-        if b is None:
-            return
-        self.builds[index_id], effects = ib.step(b, event, self.topology)
-        await self.execute(index_id, effects)
+        d = self.drivers.get(index_id)
+        if d is not None:
+            await d.run(event)
 
     async def execute(self, index_id: int, effects: list[ib.Effect]) -> None:
-        for e in effects:
-            if isinstance(e, ib.AskTxsFinished):
-                for node in sorted(e.nodes):
-                    try:
-                        reply = await named_pids.call(self.ctx, table_node_name(node),
-                                                    ("txs_finished", e.version), timeout=5)
-                    except CallError:
-                        continue
-                    if reply == ("txs_finished", True):
-                        await self.step(index_id, ib.TxsFinished(node, True))
-            elif isinstance(e, ib.ProposeDdl):
-                await self._propose(index_id, e.command)
-            elif isinstance(e, ib.Backfill):
-                await self._backfill(e)
+        """Effects no step gave (the build's start, a retry): run, then their outcomes."""
+        d = self.drivers[index_id]
+        await d.execute(effects)
+        await d.drain()
+
+    async def _ask_txs_finished(self, e: ib.AskTxsFinished) -> list[ib.Event]:
+        finished: list[ib.Event] = []
+        for node in sorted(e.nodes):
+            try:
+                reply = await named_pids.call(self.ctx, table_node_name(node),
+                                            ("txs_finished", e.version), timeout=5)
+            except CallError:
+                continue
+            if reply == ("txs_finished", True):
+                finished.append(ib.TxsFinished(node, True))
+        return finished
 
     async def _propose(self, index_id: int,
                        command: StartBuildingIndex | MakeIndexAvailable) -> None:
@@ -198,7 +215,7 @@ class _Driver:
         self.in_flight[(e.index_id, e.group)] = self.tag_seq
         self.tags[self.tag_seq] = (e.index_id, e.group, e.catalog_version)
         await spawn_task(self.ctx, partition_group(e.group), nodes,
-                         (("propose", command),), self.tag_seq)
+                         (Propose(command),), self.tag_seq)
 
     async def backfilled(self, done: TaskDone) -> None:
         what = self.tags.pop(done.tag, None)
@@ -213,7 +230,8 @@ class _Driver:
     def _forget_finished(self) -> None:
         for index_id, b in list(self.builds.items()):
             if b.stage in (ib.Stage.DONE, ib.Stage.CANCELLED):
-                self.finished.append(self._describe(index_id, self.builds.pop(index_id)))
+                del self.drivers[index_id]
+                self.finished.append(self._describe(index_id, b))
 
     def _describe(self, index_id: int, b: ib.IndexBuild) -> dict[str, Any]:
         return {"index_id": index_id, "name": self.names.get(index_id), "stage": b.stage.value,

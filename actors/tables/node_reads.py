@@ -23,6 +23,7 @@ from typing import Any
 
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.actors.tables import named_pids, partition
 from sediment.actors.tables.errors import PartitionUnavailable
 from sediment.actors.tables.group_task import request_group
@@ -107,9 +108,9 @@ async def _rw(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[
     assert plan.tx_id is not None
     if plan.key is not None:
         key: RowKey = (plan.table_id, plan.key)
-        row = await _ask(ctx, plan, group, ("read_index", ReadLatest(key, plan.tx_id)))
+        row = await _ask(ctx, plan, group, ReadIndex(ReadLatest(key, plan.tx_id)))
         return [] if row is None else [(plan.key, row)]
-    found = await _ask(ctx, plan, group, ("read_index", ScanLatest(plan.table_id, plan.tx_id)))
+    found = await _ask(ctx, plan, group, ReadIndex(ScanLatest(plan.table_id, plan.tx_id)))
     return [(k[1], row) for k, row in found if row is not None]
 
 
@@ -118,10 +119,10 @@ async def _ro(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[
     for _ in range(plan.max_waits):
         if plan.key is not None:
             key: RowKey = (plan.table_id, plan.key)
-            got = await _ask(ctx, plan, group, ("read_index", ReadAt(key, plan.ts)))
+            got = await _ask(ctx, plan, group, ReadIndex(ReadAt(key, plan.ts)))
             found = [(key, got)]
         else:
-            found = await _ask(ctx, plan, group, ("read_index", ScanAt(plan.table_id, plan.ts)))
+            found = await _ask(ctx, plan, group, ReadIndex(ScanAt(plan.table_id, plan.ts)))
         out: list[tuple[Any, Any]] = []
         waiting = False
         for key, value in found:
@@ -146,7 +147,7 @@ async def _lookup(ctx: Process, plan: ReadPlan, lookup: IndexLookup,
                   group: ZonePartition) -> list[tuple[Any, Any]]:
     """The partition's candidate keys, each read at plan.ts as a read-only get (intents
     resolved), kept when its row has the values."""
-    keys = await _ask(ctx, plan, group, ("read_index", lookup))
+    keys = await _ask(ctx, plan, group, ReadIndex(lookup))
     out: list[tuple[Any, Any]] = []
     for key in keys:
         for pk, row in await _ro(ctx, replace(plan, key=tuple(key), lookup=None), group):
@@ -161,18 +162,18 @@ async def _resolve(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowK
     intent = found.intent
     cp = intent.commit_partition
     assert plan.ts is not None
-    record = await _ask(ctx, plan, cp, ("read_index", TxQuery(intent.tx_id)))
+    record = await _ask(ctx, plan, cp, ReadIndex(TxQuery(intent.tx_id)))
     alive = record is None and await _coordinator_alive(ctx, intent.tx_id)
     resolution = resolve(record, alive)
     if resolution is Resolution.WAIT:
         return _WAIT
     if resolution is Resolution.RECOVER:
-        record = await _ask(ctx, plan, cp, ("propose", partition.RecoverTxCmd(intent.tx_id)))
+        record = await _ask(ctx, plan, cp, Propose(partition.RecoverTxCmd(intent.tx_id)))
     assert isinstance(record, TxRecord)
     if not alive:  # the finder cleans a dead coordinator's intent up
-        await _ask(ctx, plan, group, ("propose", partition.CleanupCmd(
+        await _ask(ctx, plan, group, Propose(partition.CleanupCmd(
             intent.tx_id, record.commit_ts, plan.catalog_version)))
-    return await _ask(ctx, plan, group, ("read_index", ReadResolved(key, plan.ts,
+    return await _ask(ctx, plan, group, ReadIndex(ReadResolved(key, plan.ts,
                                                                     record.commit_ts)))
 
 

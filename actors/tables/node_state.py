@@ -25,6 +25,7 @@ from sediment.actors.catalog.hlc import ClockState, HybridTimestamp
 from sediment.actors.catalog.machine import CatalogAtQuery, CatalogVersionQuery, Rejected
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, ViewQuery
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables import active_txs, min_tx_time, named_pids
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.names import META_GROUP
@@ -110,7 +111,7 @@ class NodeState:
 
 async def meta_query(s: NodeState, query: Any) -> Any:
     """A local read of this node's metastore replica."""
-    reply = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), ("query", query), 10)
+    reply = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), Query(query), timeout=10)
     if isinstance(reply, Rejected):
         raise reply.error
     return reply

@@ -19,6 +19,7 @@ from typing import Any
 from sediment import log
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.log.shell.protocol import Propose
 from sediment.actors.tables import active_txs, partition
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
@@ -109,7 +110,7 @@ async def _send(s: NodeState, tx_id: str, e: txn.Effect, attempt: int) -> None:
     if not nodes:
         s.ctx.send(s.ctx.self(), TaskDone(tag, False, (), f"{e.group} has no assignment"))
         return
-    await spawn_task(s.ctx, partition_group(e.group), nodes, (("propose", e.command),), tag)
+    await spawn_task(s.ctx, partition_group(e.group), nodes, (Propose(e.command),), tag)
 
 
 async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:

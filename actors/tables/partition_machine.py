@@ -17,7 +17,7 @@ and the schema version they were written under), `intents` (write intents), `txs
 records of transactions this partition is the commit partition of). Keys and rows are
 pickled: local storage, read back by this module only.
 
-Queries (the raft server's `("query", q)` or `("read_index", q)`): `ReadAt(key, ts)`,
+Queries (the raft server's `Query(q)` or `ReadIndex(q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
 `ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
 `IndexQuery(index_id)`, `IndexLookup(index_id, table_id, columns, values)` (the

@@ -51,6 +51,7 @@ from sediment.actors.catalog.metastore_machine import (
     ViewQuery,
 )
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Change, Done, Propose, Query, Refused
 from sediment.actors.tables import named_pids
 from sediment.actors.tables import rebalance as rb
 from sediment.actors.tables.group_task import request_group
@@ -60,6 +61,7 @@ from sediment.actors.tables.partition_members import (
     partition_spec,
     start_member,
 )
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -110,17 +112,17 @@ async def _change(ctx: Process, group: str, nodes: tuple[str, ...], op: str,
     while ctx.now() < deadline:
         for target in nodes:
             try:
-                reply = await named_pids.call(ctx, raft_name(group, target), ("change", op, node),
+                reply = await named_pids.call(ctx, raft_name(group, target), Change(op, node),
                                        timeout=5)
             except CallError:
                 continue
-            if reply[0] == "ok":
+            if isinstance(reply, Done):
                 return None
-            if reply[0] == "refused" and reply[1] not in WAIT_OUT:
+            if isinstance(reply, Refused) and reply.reason not in WAIT_OUT:
                 view = await _leader_view(ctx, group, nodes)
                 if view is not None and _holds(view, op, node):
                     return None
-                return f"{op} {node}: {reply[1]}"
+                return f"{op} {node}: {reply.reason}"
         await ctx.sleep(POLL)
     return f"{op} {node}: no leader took it"
 
@@ -181,25 +183,36 @@ async def _execute(ctx: Process, r: rb.Rebalance, e: rb.Effect,
 async def rebalance_task(ctx: Process, r: rb.Rebalance, effects: list[rb.Effect],
                          options: PartitionOptions, meta_nodes: tuple[str, ...],
                          driver: Pid) -> None:
-    """Process entry: one partition's rebalance from its first effects to its end."""
-    queue = list(effects)
-    while queue:
-        e = queue.pop(0)
-        if isinstance(e, rb.RecordStable):
-            await ctx.failpoint(BEFORE_RECORD)
-            ctx.send(driver, _Recording(r.group, ctx.now()))
-            ok, result = await request_group(ctx, META_GROUP, meta_nodes,
-                                             ("propose", RecordStable(e.group, e.nodes)))
-            if not ok or not isinstance(result, AssignmentChanged):
-                r = rb.step(r, rb.Failed(f"stable record not taken: {result!r:.100}"))[0]
-            continue
-        event = await _execute(ctx, r, e, options)
-        if event is not None:
-            r, more = rb.step(r, event)
-            queue.extend(more)
+    """Process entry: one partition's rebalance from its first effects to its end, the
+    core on the driver (each effect's outcome is its next event)."""
+    task: RebalanceTask = CoreDriver(ctx, rb.step, r)
+
+    async def record_stable(e: rb.RecordStable) -> rb.Event | None:
+        await ctx.failpoint(BEFORE_RECORD)
+        ctx.send(driver, _Recording(task.state.group, ctx.now()))
+        ok, result = await request_group(ctx, META_GROUP, meta_nodes,
+                                         Propose(RecordStable(e.group, e.nodes)))
+        if not ok or not isinstance(result, AssignmentChanged):
+            return rb.Failed(f"stable record not taken: {result!r:.100}")
+        return None
+
+    async def execute(e: rb.Effect) -> rb.Event | None:
+        return await _execute(ctx, task.state, e, options)
+
+    task.on(rb.RecordStable, record_stable)
+    task.on(rb.AddLearner, execute)
+    task.on(rb.AwaitCatchUp, execute)
+    task.on(rb.PromoteLearners, execute)
+    task.on(rb.RemoveReplica, execute)
+    await task.execute(effects)
+    await task.drain()
+    r = task.state
     if r.step is not rb.Step.DONE:
-        await request_group(ctx, META_GROUP, meta_nodes, ("propose", CancelPending(r.group)))
+        await request_group(ctx, META_GROUP, meta_nodes, Propose(CancelPending(r.group)))
     ctx.send(driver, _Ended(r.group, r.step.value, r.reason))
+
+
+RebalanceTask = CoreDriver[rb.Rebalance, rb.Event, rb.Effect]
 
 
 # ---- the driver -------------------------------------------------------------------
@@ -233,9 +246,9 @@ class _Driver:
     async def tick(self) -> None:
         try:
             log_, stable = await named_pids.call(self.ctx, raft_name(META_GROUP, self.me),
-                                               ("query", ViewQuery()), timeout=10)
+                                               Query(ViewQuery()), timeout=10)
             pending = await named_pids.call(self.ctx, raft_name(META_GROUP, self.me),
-                                          ("query", RebalancesQuery()), timeout=10)
+                                          Query(RebalancesQuery()), timeout=10)
         except CallError:
             return
         nodes = await self.members()
@@ -253,8 +266,8 @@ class _Driver:
             self.running[group] = {"group": str(group), "state": "planning",
                                    "catalog_version": latest.version,
                                    "planned_at": self.ctx.now(), "recorded_at": None}
-            ok, result = await request_group(self.ctx, META_GROUP, self.config.nodes, (
-                "propose", SetPending(group, target, p.catalog_version, p.pin)))
+            ok, result = await request_group(self.ctx, META_GROUP, self.config.nodes, Propose(
+                SetPending(group, target, p.catalog_version, p.pin)))
             if not ok or not isinstance(result, AssignmentChanged):
                 self.running.pop(group)
                 continue

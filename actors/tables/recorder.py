@@ -25,6 +25,7 @@ from typing import Any
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import MIN, HybridTimestamp
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ReplayEventsQuery
 from sediment.runtime.errors import CallError
@@ -201,10 +202,10 @@ def poll_replay(rt: Any, recorder: Recorder, assignments: Mapping[ZonePartition,
         seen = recorder.replay_seen.get(member)
         try:
             inc, events = rt.call(raft_name(group, node),
-                                  ("query", ReplayEventsQuery(seen[1] if seen else 0)),
+                                  Query(ReplayEventsQuery(seen[1] if seen else 0)),
                                   timeout=5)
             if seen is not None and inc != seen[0] and seen[1]:  # restarted: all of it
-                inc, events = rt.call(raft_name(group, node), ("query", ReplayEventsQuery(0)),
+                inc, events = rt.call(raft_name(group, node), Query(ReplayEventsQuery(0)),
                                       timeout=5)
         except CallError:
             if member not in assigned:

@@ -49,6 +49,7 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Propose, Query, ReadIndex
 from sediment.actors.tables import active_txs, min_tx_time, named_pids, node_txs, partitioning
 from sediment.actors.tables import node_safe_time as nst
 from sediment.actors.tables import safe_time as st
@@ -220,7 +221,7 @@ async def _catch_up(s: NodeState) -> None:
     when we asked: a restarted node must not answer from a stale catalog or miss the
     assignments of zones created while it was down."""
     ok, _ = await request_group(s.ctx, META_GROUP, s.config.nodes,
-                                ("read_index", VersionsQuery()))
+                                ReadIndex(VersionsQuery()))
     if not ok:
         return
     target = None
@@ -260,7 +261,7 @@ async def _ddl(s: NodeState, call: Call, commands: Any) -> Any:
         return ("not_leader", status.get("leader"))
     command = ExecuteDdl(commands, s.now(), s.config.ddl_delay_ms)
     tag = s.next_tag(("ddl", call.from_))
-    await spawn_task(s.ctx, META_GROUP, (s.me,), (("propose", command),), tag)
+    await spawn_task(s.ctx, META_GROUP, (s.me,), (Propose(command),), tag)
     return None
 
 
@@ -320,7 +321,7 @@ async def _announce_compaction(s: NodeState) -> None:
             continue
         s.floor_sent[group] = earliest
         await spawn_task(s.ctx, partition_group(group), nodes,
-                         (("propose", CatalogCompactedCmd(earliest)),),
+                         (Propose(CatalogCompactedCmd(earliest)),),
                          s.next_tag(("floor", group)))
 
 
@@ -339,9 +340,9 @@ async def _stop_unassigned(s: NodeState) -> None:
     if not orphans:
         return
     ok, pending = await request_group(s.ctx, META_GROUP, s.config.nodes,
-                                      ("read_index", RebalancesQuery()))
+                                      ReadIndex(RebalancesQuery()))
     ok2, stable = await request_group(s.ctx, META_GROUP, s.config.nodes,
-                                      ("read_index", AssignmentsQuery()))
+                                      ReadIndex(AssignmentsQuery()))
     if not (ok and ok2):
         return
     for group in orphans:
@@ -365,7 +366,7 @@ async def _min_times(s: NodeState, request: MinTimesRequest, reply_to: Pid) -> N
     for group in list(s.collector.times):  # read what each partition published
         try:
             durable = await named_pids.call(s.ctx, raft_name(partition_group(group), s.me),
-                                            ("query", MinTxQuery()), 2)
+                                       Query(MinTxQuery()), timeout=2)
         except CallError:
             continue
         if isinstance(durable, HybridTimestamp):
@@ -391,7 +392,7 @@ async def _prepare_tx_time(s: NodeState, ts: HybridTimestamp) -> None:
         nodes = tuple(sorted(s.assignments.get(group, ())))
         if not nodes:
             continue
-        requests = (("propose", UpdateMinActiveTxTimeCmd(ts)), ("propose", FlushCmd()))
+        requests = (Propose(UpdateMinActiveTxTimeCmd(ts)), Propose(FlushCmd()))
         await spawn_task(s.ctx, partition_group(group), nodes, requests,
                          s.next_tag(("min_tx", group)))
 
@@ -430,7 +431,7 @@ async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
         nodes = tuple(sorted(s.assignments.get(group, ())))
         if nodes and await _leads(s, partition_group(group)):
             await spawn_task(s.ctx, partition_group(group), nodes,
-                             (("propose", GcCmd(lwm, dropped)),), s.next_tag(("gc", group)))
+                             (Propose(GcCmd(lwm, dropped)),), s.next_tag(("gc", group)))
 
 
 # ---- reads --------------------------------------------------------------------------

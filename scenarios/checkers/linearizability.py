@@ -37,9 +37,9 @@ returned are tried first.
 A violation comes with evidence (`wgl.minimal_failure`): the first operation whose
 result cannot be explained, the operations whose results conflict with it, and the ones
 that count only because they took effect when they ran; whatever every other operation
-did, these cannot be linearized together. A read of a value no operation ever wrote is
-reported directly. When the shrink runs out of steps the evidence is marked so and cut
-to the operations just before the culprit.
+did, these cannot be linearized together (`lin_evidence.py`). A read of a value no
+operation ever wrote is reported directly. When the shrink runs out of steps the evidence
+is marked so and cut to the operations just before the culprit.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sediment.actors.kv.types import (
     Compact,
@@ -68,13 +67,20 @@ from sediment.scenarios.checkers.kv_model import (
     KvState,
     matches,
 )
+from sediment.scenarios.checkers.lin_evidence import (
+    NAME,
+    SHRINK_BUDGET,
+    SHRINK_TOTAL,
+    Spend,
+    evidence,
+    key_text,
+    result_text,
+)
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 from sediment.scenarios.checkers.wgl import (
     DEFAULT_BUDGET,
     DEFAULT_MAX_TESTS,
     Call,
-    Search,
-    minimal_failure,
     search,
 )
 from sediment.scenarios.history import (
@@ -86,12 +92,8 @@ from sediment.scenarios.history import (
     show,
 )
 
-NAME = "linearizable"
 CHECKED_ERRORS = (ERR_COMPACTED, ERR_FUTURE_REV)
 PER_KEY_BUDGET = 200_000  # steps per key: the per-key pass is a shortcut, not the verdict
-SHRINK_BUDGET = 20_000  # steps per search while shrinking evidence
-SHRINK_TOTAL = 500_000  # steps for all of them
-MAX_EVIDENCE = 12  # operations shown when the evidence could not be shrunk further
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def _whole(
         return unknown(NAME, f"the search gave up after {budget} steps ({len(calls)} ops)",
                        *notes)
 
-    spend = _Spend(min(budget, SHRINK_BUDGET), SHRINK_TOTAL)
+    spend = Spend(min(budget, SHRINK_BUDGET), SHRINK_TOTAL)
 
     def fails(sub: Sequence[Call]) -> bool | None:
         # an unchecked read constrains nothing; an unchecked write proves no revision
@@ -204,12 +206,12 @@ def _whole(
         for op in before:
             nxt, out = model.apply(s, op.args, op.index)
             if op is culprit:
-                return f"run in invocation order the model answers{_result_text(out)}"
+                return f"run in invocation order the model answers{result_text(out)}"
             if op.outcome == "ok":
                 s = nxt
         return ""
 
-    return _evidence(history, calls, fails, max_tests, hint, "", notes)
+    return evidence(history, calls, fails, max_tests, hint, "", notes)
 
 
 def _claimed(op: Op) -> int | None:
@@ -393,10 +395,10 @@ def _per_key(
         if found.verdict == "linearizable":
             continue
 
-        spend = _Spend(min(budget, SHRINK_BUDGET), SHRINK_TOTAL)
+        spend = Spend(min(budget, SHRINK_BUDGET), SHRINK_TOTAL)
 
         def fails(sub: Sequence[Call], step: Callable[..., tuple[key_model.KeyState, ...]] = step,
-                  init: key_model.KeyState = init, spend: _Spend = spend,
+                  init: key_model.KeyState = init, spend: Spend = spend,
                   projected: dict[int, key_model.KeyOp] = projected) -> bool | None:
             kept = [c for c in sub if c.checked or projected[c.id].writes]
             return spend.verdict(lambda steps: search(kept, init, step, steps))
@@ -406,14 +408,14 @@ def _per_key(
             s = init
             for op in before:
                 if op is culprit:
-                    return f"run in invocation order {show(name)} is {_key_text(s)} before it"
+                    return f"run in invocation order {show(name)} is {key_text(s)} before it"
                 k = key_model.project(op, name)
                 if k is not None and op.outcome == "ok":
                     nexts = key_model.step(k, s, False) or key_model.step(k, s, True)
                     s = nexts[0] if nexts else s
             return ""
 
-        return _evidence(history, calls, fails, max_tests, hint, f"key {show(name)}: ", notes)
+        return evidence(history, calls, fails, max_tests, hint, f"key {show(name)}: ", notes)
     if undecided:
         notes.append(f"per-key search gave up on keys {', '.join(undecided)}")
     return None
@@ -435,95 +437,6 @@ def _phantom(
             return violated(NAME, f"key {show(name)}: {op.describe()} saw "
                             f"{show(min(ghosts))}, a value no operation wrote", [op])
     return None
-
-
-# ---- evidence --------------------------------------------------------------------------
-
-
-class _Spend:
-    """The step budget of the searches that shrink one piece of evidence."""
-
-    def __init__(self, each: int, total: int) -> None:
-        self.each, self.left = each, total
-
-    def verdict(self, run: Callable[[int], Search[Any]]) -> bool | None:
-        """True: violation; False: linearizable; None: not decided (out of steps)."""
-        if self.left <= 0:
-            return None
-        found = run(min(self.each, self.left))
-        self.left -= found.steps
-        return None if found.verdict == "unknown" else found.verdict == "violation"
-
-
-def _evidence(
-    history: History,
-    calls: list[Call],
-    fails: Callable[[Sequence[Call]], bool | None],
-    max_tests: int,
-    hint: Callable[[list[Op], Op], str],
-    scope: str,
-    notes: list[str],
-) -> CheckResult:
-    found = minimal_failure(calls, fails, max_tests)
-    if found is None:
-        return violated(NAME, f"{scope}not linearizable (no smaller failing history found)",
-                        details=notes)
-    # a read whose result is not checked constrains nothing: never needed
-    needed_ids = {i for i in found.needed if not isinstance(history.ops[i].args, Range)}
-    needed = [history.ops[i] for i in sorted(needed_ids)]
-    culprit = history.ops[found.culprit]
-    evidence = [history.ops[i] for i in sorted({*found.core, *needed_ids},
-                                               key=lambda i: (history.ops[i].invoke_t, i))]
-    others = len(evidence) - 1
-    shown = evidence
-    if len(evidence) > MAX_EVIDENCE:  # not shrunk: the culprit and what ran just before
-        shown = [op for op in evidence if op is not culprit][-(MAX_EVIDENCE - 1):] + [culprit]
-    with_what = f" with {others} other operation{'s' if others != 1 else ''}" if others else ""
-    explanation = f"{scope}{culprit.describe()} cannot be linearized{with_what}"
-    before = [history.ops[i] for i in found.prefix]
-    extra = hint(before, culprit)
-    if extra:
-        explanation += f"; {extra}"
-    details = [*notes, *_context(before, evidence, culprit)]
-    needed = [op for op in needed if any(op is o for o in shown)]
-    if needed:
-        details.append("counted only by when they ran (results not needed): "
-                       + "; ".join(op.describe() for op in needed))
-    if not found.minimal:
-        details.append("evidence may not be minimal: the shrink ran out of tests or steps")
-    if len(shown) < len(evidence):
-        details.append(f"showing the last {len(shown)} of {len(evidence)} operations")
-    return violated(NAME, explanation, shown, details)
-
-
-def _context(before: list[Op], evidence: list[Op], culprit: Op, most: int = 3) -> list[str]:
-    """The last writes of the culprit's keys outside the evidence: the violation holds
-    whatever they did, but a reader wants to see them."""
-    keys = key_model.keys_of(culprit)
-    shown = {id(op) for op in evidence}
-    writes = [
-        op for op in before
-        if id(op) not in shown and not isinstance(op.args, Range)
-        and op.invoke_t <= culprit.invoke_t and key_model.keys_of(op) & keys
-    ]
-    return [f"context: {op.describe()}" for op in writes[-most:]]
-
-
-def _result_text(out: object) -> str:
-    match out:
-        case Failure(error=e, compact_revision=c):
-            return f" {e}" + (f"({c})" if c else "")
-        case RangeResult(kvs=kvs, revision=rev):
-            shown = ", ".join(f"{show(kv.key)}={show(kv.value)}@{kv.mod_revision}" for kv in kvs)
-            return f" {{{shown}}} rev {rev}"
-    header = getattr(out, "revision", None)
-    ok = getattr(out, "succeeded", None)
-    return (f" {'succeeded' if ok else 'failed'}" if ok is not None else "") + f" rev {header}"
-
-
-def _key_text(s: key_model.KeyState) -> str:
-    exists, value, version = s
-    return f"{show(value)} (version {version})" if exists else "absent"
 
 
 __all__ = ["CHECKED_ERRORS", "NAME", "Start", "check", "participating"]

@@ -70,6 +70,7 @@ from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.cluster import node_children, propose
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
@@ -366,7 +367,7 @@ class BlocksClient:
             leader = cluster.leader()
             for node in ([leader] if leader is not None else list(cluster.nodes)):
                 try:
-                    result = cluster.rt.call(raft_name(METASTORE_GROUP, node), ("query", request),
+                    result = cluster.rt.call(raft_name(METASTORE_GROUP, node), Query(request),
                                              timeout=self.timeout)
                 except CallError:
                     continue

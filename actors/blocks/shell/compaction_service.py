@@ -61,6 +61,7 @@ from sediment.actors.blocks.metastore import (
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose, Query, Reply
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.offload import run_blocking
@@ -158,46 +159,46 @@ async def _serve(svc: _Service, call: Call) -> None:
     one entry each, not two); its prepare entry still moves the raft clock on."""
     ctx = svc.ctx
     prepared = await _propose(svc, PreparePlan(call.request[1]))
-    if prepared[0] != "ok" or not isinstance(prepared[2], PlanUpdate):
+    if not isinstance(prepared, Done) or not isinstance(prepared.result, PlanUpdate):
         svc.refused += 1
         ctx.reply(call.from_, _refusal(prepared))
         return
     await ctx.failpoint(AFTER_PREPARE)
-    if changes_nothing(prepared[2]):
+    if changes_nothing(prepared.result):
         svc.idle += 1
-        response = response_for(prepared[2])
+        response = response_for(prepared.result)
     else:
-        applied = await _propose(svc, ApplyPlan(prepared[2]))
-        if applied[0] != "ok" or not isinstance(applied[2], PollResponse):
+        applied = await _propose(svc, ApplyPlan(prepared.result))
+        if not isinstance(applied, Done) or not isinstance(applied.result, PollResponse):
             svc.refused += 1
             _logger.info("plan not applied", reply=repr(applied)[:200])
             ctx.reply(call.from_, _refusal(applied))
             return
-        response = applied[2]
+        response = applied.result
     svc.served += 1
     svc.raft_time = response.now if svc.raft_time is None else max(svc.raft_time, response.now)
     ctx.reply(call.from_, ("ok", response))
 
 
-def _refusal(reply: tuple[Any, ...]) -> tuple[Any, ...]:
+def _refusal(reply: Reply) -> tuple[Any, ...]:
     """What a worker is told when a proposal did not give a plan or a response."""
-    if reply[0] == "ok":
-        return ("error", reply[2])  # the machine's refusal (a MetastoreError)
-    if reply[0] == "not_leader":
-        return reply
-    return ("error", reply[1:])
+    if isinstance(reply, Done):
+        return ("error", reply.result)  # the machine's refusal (a MetastoreError)
+    if isinstance(reply, NotLeader):
+        return ("not_leader", reply.hint)
+    return ("error", reply)
 
 
-async def _propose(svc: _Service, command: Any) -> tuple[Any, ...]:
-    """("ok", index, result) | ("not_leader", hint) | ("error", ...), never raising."""
+async def _propose(svc: _Service, command: Any) -> Reply:
+    """The raft server's answer (`Done`, `NotLeader`, `Failed`), never raising."""
     try:
-        reply = await svc.ctx.call(svc.raft, ("propose", command),
+        reply = await svc.ctx.call(svc.raft, Propose(command),
                                    timeout=svc.config.propose_timeout)
     except CallError as err:
-        return ("error", "raft_unavailable", str(err)[:200])
-    if isinstance(reply, tuple) and reply and reply[0] in ("ok", "not_leader", "error"):
+        return Failed(f"raft_unavailable: {err}"[:200])
+    if isinstance(reply, Done | NotLeader | Failed):
         return reply
-    return ("error", "unexpected_reply", repr(reply)[:200])
+    return Failed(f"unexpected_reply: {reply!r}"[:200])
 
 
 async def _sweep(svc: _Service) -> None:
@@ -210,7 +211,7 @@ async def _sweep_tombstones(svc: _Service) -> None:
     if svc.raft_time is None:
         return  # no raft clock reading in this term yet
     try:
-        found = await svc.ctx.call(svc.raft, ("query", TombstonesQuery()),
+        found = await svc.ctx.call(svc.raft, Query(TombstonesQuery()),
                                    timeout=svc.config.propose_timeout)
     except CallError:
         return
@@ -266,10 +267,10 @@ async def _garbage(svc: _Service, files: list[orph.StoreFile],
     candidates = tuple(f.candidate for f in files)
     if committed:
         reply = await _propose(svc, FindOrphans(candidates))
-        answer = reply[2] if reply[0] == "ok" else None
+        answer = reply.result if isinstance(reply, Done) else None
     else:
         try:
-            answer = await svc.ctx.call(svc.raft, ("query", OrphansQuery(candidates)),
+            answer = await svc.ctx.call(svc.raft, Query(OrphansQuery(candidates)),
                                         timeout=svc.config.propose_timeout)
         except CallError:
             return []

@@ -40,6 +40,7 @@ from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.messages import Call
@@ -158,7 +159,7 @@ def _problem(fl: _Flusher, effect: fc.Problem) -> None:
 
 async def _read(fl: _Flusher, effect: fc.ReadHistory) -> fc.Event:
     ctx = fl.ctx
-    request = ("query", ("flush_rows", effect.lo, effect.max_rows))
+    request = Query(("flush_rows", effect.lo, effect.max_rows))
     try:
         reply = await ctx.call(raft_name(KV_GROUP, ctx.self().node), request,
                                timeout=fl.config.call_timeout)
@@ -189,19 +190,18 @@ async def _propose(fl: _Flusher, command: Any) -> tuple[bool, Any]:
         fl.hint = None
         if node is not None:
             try:
-                reply = await ctx.call(raft_name(METASTORE_GROUP, node), ("propose", command),
+                reply = await ctx.call(raft_name(METASTORE_GROUP, node), Propose(command),
                                        timeout=config.call_timeout)
             except NoProc as err:
                 last = err  # the member is not running: nothing was appended
             except CallError as err:
                 return False, err  # it may have been appended: never proposed twice here
             else:
-                if isinstance(reply, tuple) and reply[:1] == ("ok",) and len(reply) == 3:
+                if isinstance(reply, Done):
                     fl.hint = node
-                    result = reply[2]
-                    return not isinstance(result, MetastoreError), result
-                if isinstance(reply, tuple) and reply[:1] == ("not_leader",) and len(reply) > 1:
-                    fl.hint = reply[1] if isinstance(reply[1], str) else None
+                    return not isinstance(reply.result, MetastoreError), reply.result
+                if isinstance(reply, NotLeader):
+                    fl.hint = reply.hint
                 last = reply
                 if fl.hint is not None:
                     continue

@@ -23,6 +23,7 @@ from sediment.actors.blocks.metastore import BlocksById, BlocksResult
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.names import METASTORE_GROUP, service_name
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Query
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -109,7 +110,7 @@ async def fetch_sources(ctx: Process, config: BlocksConfig, plan: JobPlan,
     last: Any = None
     for node in order:
         try:
-            reply = await ctx.call(raft_name(METASTORE_GROUP, node), ("query", query),
+            reply = await ctx.call(raft_name(METASTORE_GROUP, node), Query(query),
                                    timeout=config.metadata_timeout)
         except CallError as err:
             last = err

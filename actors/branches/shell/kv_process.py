@@ -2,8 +2,8 @@
 "kv" raft group's leader, as the KV cluster's `Client` does from the driver.
 
 This is the one place the branch tier's processes touch the KV's process protocol
-(`("propose", request)` to a `raft:kv@<node>` member, answered `("ok", index,
-result)` or `("not_leader", hint)`), the same convention the scenario traffic and the
+(`Propose(request)` to a `raft:kv@<node>` member, answered `Done(index, result)` or
+`NotLeader(hint)`, `actors/log/shell/protocol.py`), the same convention the scenario traffic and the
 block tier use; requests are checked with the KV's own `validation` first, so a bad
 one never reaches the log. A member that is down (no such process) is skipped; a call
 that timed out may have been appended, so it ends the request with an indeterminate
@@ -20,6 +20,7 @@ from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import Range, RangeResult, Txn, TxnResult
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.process import Process
 
@@ -60,25 +61,23 @@ class ProcessKv:
                 self.leader = None
                 continue
             try:
-                reply = await ctx.call(pid, ("propose", request), timeout=self.timeout)
+                reply = await ctx.call(pid, Propose(request), timeout=self.timeout)
             except NoProc:
                 self.leader = None
                 continue
             except CallError as err:
                 self.leader = None
                 raise KvUnavailable(f"the KV did not answer: {err}", indeterminate=True) from err
-            tag = reply[0] if isinstance(reply, tuple) and reply else None
-            if tag == "ok":
+            if isinstance(reply, Done):
                 self.leader = node
-                result = reply[2]
-                if isinstance(result, BaseException):
-                    raise result
-                return result
-            if tag == "not_leader":
-                hint = reply[1] if len(reply) > 1 else None
+                if isinstance(reply.result, BaseException):
+                    raise reply.result
+                return reply.result
+            if isinstance(reply, NotLeader):
+                hint = reply.hint
                 self.leader = hint if hint in self.nodes and hint != node else None
                 continue
-            if tag == "error" and len(reply) > 1 and reply[1] == "Dropped":
+            if isinstance(reply, Failed) and reply.reason == "Dropped":
                 self.leader = None
                 continue
             raise KvUnavailable(f"unexpected reply from the KV: {reply!r:.200}",

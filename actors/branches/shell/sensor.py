@@ -12,11 +12,13 @@ counters' sizes and what was queued, dropped and taken. Metric
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sediment import log
 from sediment.actors.branches import metrics
 from sediment.actors.branches import sensor as sn
 from sediment.actors.branches.shell.names import COMPACTOR_NAME
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
@@ -31,31 +33,29 @@ class SensorProcessConfig:
     compactor: str = COMPACTOR_NAME
 
 
+SensorDriver = CoreDriver[sn.SensorState, sn.Event, sn.Effect]
+
+
 async def sensor_process(ctx: Process, config: SensorProcessConfig) -> None:
-    state = sn.initial(config.sensor)
+    """Process entry: the core on the driver; a take is stepped at once and answered
+    with the trigger its `Taken` effect carries."""
+    driver: SensorDriver = CoreDriver(ctx, sn.step, sn.initial(config.sensor))
+    driver.on(sn.Queued, lambda effect: _queued(ctx, config, effect))
+    driver.on(sn.Dropped, _dropped)
+    driver.ignore(sn.Taken)  # answered by the take's caller below
     taken = 0
-    while True:
-        msg = await ctx.receive()
+
+    async def to_events(msg: Any) -> list[sn.Event]:
+        nonlocal taken
         if isinstance(msg, sn.CountDelete):
-            state, effects = sn.step(state, msg)
-            for effect in effects:
-                if isinstance(effect, sn.Queued):
-                    metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason,
-                                                    "fate": "queued"})
-                    compactor = await ctx.whereis(config.compactor)
-                    if compactor is not None:
-                        ctx.send(compactor, WORK)
-                elif isinstance(effect, sn.Dropped):
-                    metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason,
-                                                    "fate": "dropped"})
-                    _logger.info("sensor queue full, trigger dropped",
-                                 repo=effect.trigger.repo, branch=effect.trigger.branch)
-        elif isinstance(msg, Call) and msg.request == ("take",):
-            state, (answer,) = sn.step(state, sn.Take())
+            return [msg]
+        if isinstance(msg, Call) and msg.request == ("take",):
+            (answer,) = await driver.step(sn.Take())
             assert isinstance(answer, sn.Taken)
             taken += answer.trigger is not None
             ctx.reply(msg.from_, answer.trigger)
         elif isinstance(msg, Call) and msg.request == ("status",):
+            state = driver.state
             ctx.reply(msg.from_, {"counters": len(state.counters), "queue": len(state.queue),
                                   "queued": state.queued, "dropped": state.dropped,
                                   "taken": taken, "closed": state.closed})
@@ -63,6 +63,22 @@ async def sensor_process(ctx: Process, config: SensorProcessConfig) -> None:
             ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
         else:
             _logger.warning("sensor got an unexpected message", message=repr(msg)[:200])
+        return []
+
+    await driver.serve(to_events)
+
+
+async def _queued(ctx: Process, config: SensorProcessConfig, effect: sn.Queued) -> None:
+    metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason, "fate": "queued"})
+    compactor = await ctx.whereis(config.compactor)
+    if compactor is not None:
+        ctx.send(compactor, WORK)
+
+
+def _dropped(effect: sn.Dropped) -> None:
+    metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason, "fate": "dropped"})
+    _logger.info("sensor queue full, trigger dropped",
+                 repo=effect.trigger.repo, branch=effect.trigger.branch)
 
 
 __all__ = ["WORK", "SensorProcessConfig", "sensor_process"]

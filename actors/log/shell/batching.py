@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from sediment.actors.log.raft.state import RaftState
+from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.runtime.errors import ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -24,14 +25,12 @@ MAX_BATCH = 512  # proposals (or reads) stepped as one batch
 
 
 def is_propose(msg: Any) -> bool:
-    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
-            and len(msg.request) == 2 and msg.request[0] == "propose"
-            and msg.request[1] is not None)
+    return (isinstance(msg, Call) and isinstance(msg.request, Propose)
+            and msg.request.command is not None)
 
 
 def is_read(msg: Any) -> bool:
-    return (isinstance(msg, Call) and isinstance(msg.request, tuple)
-            and len(msg.request) == 2 and msg.request[0] == "read_index")
+    return isinstance(msg, Call) and isinstance(msg.request, ReadIndex)
 
 
 OPEN_BATCHES = 1  # proposal batches a leader keeps between its append and their commit

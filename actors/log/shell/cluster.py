@@ -21,6 +21,7 @@ from sediment.actors.log.shell.names import (
     wal_name,
     worker_name,
 )
+from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, ReadIndex
 from sediment.actors.log.shell.segment_writer import segment_writer
 from sediment.actors.log.shell.server import GroupSpec, raft_server
 from sediment.actors.log.shell.wal_server import wal_server
@@ -91,9 +92,9 @@ def propose(rt: Any, spec: GroupSpec, command: Any, timeout: float = 30.0) -> tu
 class GroupClient:
     """The driver's way into one raft group: it remembers which member led last time, so
     a request is one call to that member (no name lookup), and follows leader hints when
-    leadership moved. Requests: ("propose", command) -> (index, result) once applied;
-    ("read_index", query) -> (read index, the machine's answer), linearizable without a
-    log entry."""
+    leadership moved. Requests: `propose(command)` -> (index, result) once applied;
+    `read(query)` -> (read index, the machine's answer), linearizable without a log
+    entry."""
 
     def __init__(self, rt: Any, spec: GroupSpec) -> None:
         self.rt = rt
@@ -101,12 +102,12 @@ class GroupClient:
         self.leader: Pid | None = None
 
     def propose(self, command: Any, timeout: float = 30.0) -> tuple[int, Any]:
-        return self._request(("propose", command), timeout)
+        return self._request(Propose(command), timeout)
 
     def read(self, query: Any, timeout: float = 30.0) -> tuple[int, Any]:
-        return self._request(("read_index", query), timeout)
+        return self._request(ReadIndex(query), timeout)
 
-    def _request(self, request: Any, timeout: float) -> tuple[int, Any]:
+    def _request(self, request: Propose | ReadIndex, timeout: float) -> tuple[int, Any]:
         rt, spec = self.rt, self.spec
         deadline = time.monotonic() + timeout if rt.backend == "ray" else None
         waited, hint = 0.0, None
@@ -118,14 +119,14 @@ class GroupClient:
             try:
                 reply = rt.call(target, request, timeout=5)
             except CallError:
-                reply = ("down",)
-            if reply[0] == "ok":
+                reply = None  # down
+            if isinstance(reply, Done):
                 if isinstance(target, str):
                     self.leader = rt.whereis(target)
-                return reply[1], reply[2]
+                return reply.index, reply.result
             self.leader = None
-            if reply[0] == "not_leader" and reply[1] is not None:
-                hint = reply[1]
+            if isinstance(reply, NotLeader) and reply.hint is not None:
+                hint = reply.hint
                 continue
             rt.sleep(0.05)
             waited += 0.05

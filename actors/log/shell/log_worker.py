@@ -49,7 +49,7 @@ class SnapshotWritten:
 
 @dataclass(frozen=True)
 class MajorCompaction:
-    """On demand (`("compact",)` to the server)."""
+    """On demand (`CompactLog()` to the server)."""
 
     refs: tuple[SegRef, ...]
     state: SnapshotState

@@ -26,6 +26,7 @@ from typing import Any
 
 from sediment.actors.log.shell.cluster import member_children, node_supervisor
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Change, Done, NotLeader, Refused
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import BadArgument, CallError
 from sediment.supervision import requests
@@ -106,23 +107,21 @@ def change(rt: Any, spec: GroupSpec, op: str, node: str, nodes: tuple[str, ...],
     while waited <= timeout:
         targets = [hint] if hint else list(nodes)
         hint = None
-        reply: Any = ("down",)
+        reply: Any = None  # no member answered
         for target in targets:
             try:
-                reply = rt.call(raft_name(spec.group, target), ("change", op, node), timeout=10)
+                reply = rt.call(raft_name(spec.group, target), Change(op, node), timeout=10)
             except CallError:
                 continue
-            if reply[0] != "not_leader":
+            if not isinstance(reply, NotLeader):
                 break
-            hint = reply[1] if reply[1] in nodes else None
-        if reply[0] == "ok":
-            return int(reply[1])
-        if reply[0] == "refused" and reply[1] not in WAIT_OUT:
+            hint = reply.hint if reply.hint in nodes else None
+        if isinstance(reply, Done):
+            return int(reply.index)
+        if isinstance(reply, Refused) and reply.reason not in WAIT_OUT:
             if _holds(leader_view(rt, spec, nodes), op, node):
                 return None
-            raise ChangeRefused(op, node, reply[1])
-        if reply[0] == "error" and reply[1] == "bad_change":
-            raise ChangeRefused(op, node, str(reply[1]))
+            raise ChangeRefused(op, node, reply.reason)
         hops = hops + 1 if hint is not None else 0
         if hint is None or hops > 3:  # follow a fresh hint at once, a stale one slowly
             rt.sleep(POLL)

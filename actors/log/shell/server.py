@@ -19,8 +19,8 @@ entries ahead of the slowest one. A follower that far behind gets the snapshot
 installed (Ra's phases): the live entries it lacks first, as sparse WAL writes, then the
 snapshot's chunks, staged until the core activates them.
 
-Configuration changes (`("change", op, node)`: add_learner, promote, remove; answered
-`("ok", index, None)` once committed or `("refused", reason)`) are raft entries the
+Configuration changes (`Change(op, node)`: add_learner, promote, remove; answered
+`Done(index, None)` once committed or `Refused(reason)`) are raft entries the
 machine never sees (it applies a no-op there); each snapshot records the configuration
 at its index, so a restart knows it. `shell/members.py` runs a whole rebalance.
 
@@ -47,6 +47,7 @@ from sediment.actors.log.raft import types as rt
 from sediment.actors.log.raft.state import RaftConfig, RaftState, last_index
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
 from sediment.actors.log.shell import batching, install, raft_metrics
+from sediment.actors.log.shell import protocol as sp
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.conf_meta import from_meta, to_meta
 from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
@@ -139,7 +140,7 @@ class _Shell:
     peers: Peers = field(default_factory=lambda: Peers(""))
     waiters: Waiters = field(default_factory=Waiters)
     listeners: list[Pid] = field(default_factory=list)
-    appliers: list[Pid] = field(default_factory=list)  # told ("applied", group, index, ...)
+    appliers: list[Pid] = field(default_factory=list)  # told AppliedNews
     batches: int = 0  # ProposeBatch events stepped (proposals / batches: the batching)
     proposals: int = 0
     # group commit: the last log index of each proposal batch not yet committed, and
@@ -361,8 +362,8 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         shell.lazy_due = False
         _notify_appliers(shell, [p for p in shell.appliers if p not in shell.eager])
         return None
-    if isinstance(msg, tuple) and len(msg) == 3 and msg[0] == "applied_mode":
-        _set_eager(shell, msg[1], bool(msg[2]))
+    if isinstance(msg, sp.AppliedMode):
+        _set_eager(shell, msg.pid, msg.eager)
         return None
     if isinstance(msg, SegmentsFlushed):
         shell.refs, dropped = shell.refs.update(msg.refs)
@@ -382,7 +383,7 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
     if isinstance(msg, CompactionDone):
         _compacted(shell, msg.result)
         for waiter in shell.waiters.compactions:
-            ctx.reply(waiter, ("ok", msg.result.type, len(msg.result.linked)))
+            ctx.reply(waiter, sp.LogCompacted(msg.result.type, len(msg.result.linked)))
         shell.waiters.compactions.clear()
         return None
     _logger.warning("raft server got an unexpected message", message=repr(msg)[:200])
@@ -392,53 +393,44 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
 def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
     request = call.request
     ctx = shell.ctx
-    kind = request[0] if isinstance(request, tuple) and request else request
-    if kind == "propose":
-        if len(request) != 2 or request[1] is None:  # None is the leader's no-op
-            ctx.reply(call.from_, ("error", "bad_proposal", None))
-            return None
-        if isinstance(request[1], rt.ConfChange):  # only ("change", op, node) may
-            ctx.reply(call.from_, ("error", "bad_proposal", None))
+    if isinstance(request, sp.Propose):
+        if request.command is None or isinstance(request.command, rt.ConfChange):
+            # None is the leader's no-op; only a Change may propose a ConfChange
+            ctx.reply(call.from_, sp.Failed("bad_proposal"))
             return None
         # every proposal already waiting goes in the same batch: one log write, one
         # AppendEntries per follower for all of them
         more = ctx.receive_all(batching.is_propose, batching.MAX_BATCH - 1)
-        items = ((request[1], call.from_), *((m.request[1], m.from_) for m in more))
+        items = ((request.command, call.from_), *((m.request.command, m.from_) for m in more))
         shell.batches += 1
         shell.proposals += len(items)
         return rp.ProposeBatch(items, ctx.now())
-    if kind == "read_index":  # ("read_index", query): a linearizable read, no log entry
-        if len(request) != 2:
-            ctx.reply(call.from_, ("error", "bad_read", None))
-            return None
+    if isinstance(request, sp.ReadIndex):  # a linearizable read, no log entry
         more = ctx.receive_all(batching.is_read, batching.MAX_BATCH - 1)
-        refs = ((call.from_, request[1]), *((m.from_, m.request[1]) for m in more))
+        refs = ((call.from_, request.query), *((m.from_, m.request.query) for m in more))
         return rp.ReadIndex(refs, ctx.now())
-    if kind == "change":  # ("change", op, node): add_learner, promote or remove
-        if len(request) != 3:
-            ctx.reply(call.from_, ("error", "bad_change", None))
-            return None
-        return rp.ProposeChange(request[1], request[2], call.from_, ctx.now())
-    if kind == "status":
+    if isinstance(request, sp.Change):  # add_learner, promote or remove
+        return rp.ProposeChange(request.op, request.node, call.from_, ctx.now())
+    if isinstance(request, sp.Query):
+        ctx.reply(call.from_, shell.machine.query(request.request))
+    elif request == ("status",):
         ctx.reply(call.from_, _status(shell, state))
-    elif kind == "read":
-        ctx.reply(call.from_, _read(state, request[1]))
-    elif kind == "subscribe":
-        _subscribe(shell, shell.listeners, request[1])
-        ctx.reply(call.from_, shell.leader)
-    elif kind == "watch_applied":  # ("watch_applied", pid[, eager])
-        _subscribe(shell, shell.appliers, request[1])
-        _set_eager(shell, request[1], request[2] if len(request) > 2 else True)
-        ctx.reply(call.from_, ("ok", shell.machine.applied))
-    elif kind == "get":
-        _get(shell, state, call, request[1])
-    elif kind == "query":
-        ctx.reply(call.from_, shell.machine.query(request[1]))
-    elif kind == "compact":
+    elif isinstance(request, sp.ReadEntry):
+        ctx.reply(call.from_, _read(state, request.index))
+    elif isinstance(request, sp.Subscribe):
+        _subscribe(shell, shell.listeners, request.pid)
+        ctx.reply(call.from_, sp.LeaderChanged(shell.spec.group, *shell.leader))
+    elif isinstance(request, sp.WatchApplied):
+        _subscribe(shell, shell.appliers, request.pid)
+        _set_eager(shell, request.pid, request.eager)
+        ctx.reply(call.from_, sp.AppliedIndex(shell.machine.applied))
+    elif isinstance(request, sp.GetKey):
+        _get(shell, state, call, request.key)
+    elif isinstance(request, sp.CompactLog):
         shell.waiters.compactions.append(call.from_)
         ctx.send(shell.worker, MajorCompaction(tuple(shell.refs), shell.snap_state, ctx.self()))
     else:
-        ctx.reply(call.from_, ("error", ("unknown_request", request)))
+        ctx.reply(call.from_, sp.Failed("unknown_request"))
     return None
 
 
@@ -478,11 +470,11 @@ def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
     index = found[1] if found[0] == "ok" else None
     ctx = shell.ctx
     if index is None:
-        ctx.reply(call.from_, ("ok", None))
+        ctx.reply(call.from_, sp.Found(None))
         return
     entry = local_entry(state, shell.refs, shell.spec.group_dir(state.me), index)
     if entry is not None:
-        ctx.reply(call.from_, ("ok", entry.command[2]))
+        ctx.reply(call.from_, sp.Found(entry.command[2]))
         return
     ctx.send(shell.wal, WalRead(shell.spec.group, index, call.from_))
 
@@ -497,12 +489,12 @@ def _compacted(shell: _Shell, result: Any) -> None:
         shell.ctx.send(shell.worker, DeleteSegments(tuple(result.unreferenced)))
 
 
-def _read(state: RaftState, index: int) -> Any:
+def _read(state: RaftState, index: int) -> sp.Found | sp.Failed:
     """The command at `index` if this member still holds it in memory."""
     pos = index - state.snap_index - 1
     if 0 <= pos < len(state.entries):
-        return ("ok", state.entries[pos].command)
-    return ("error", "not_in_memory")
+        return sp.Found(state.entries[pos].command)
+    return sp.Failed("not_in_memory")
 
 
 def _persist(shell: _Shell, effect: rp.PersistHardState) -> None:
@@ -518,7 +510,7 @@ def _append(shell: _Shell, effect: rp.AppendToLog) -> None:
 def _leader_changed(shell: _Shell, effect: rp.LeaderChanged) -> None:
     shell.leader = (effect.leader, effect.term)
     for pid in shell.listeners:
-        shell.ctx.send(pid, ("leader_changed", shell.spec.group, effect.leader, effect.term))
+        shell.ctx.send(pid, sp.LeaderChanged(shell.spec.group, effect.leader, effect.term))
 
 
 async def _send_snapshot(shell: _Shell, state: RaftState,
@@ -569,7 +561,7 @@ async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) ->
                 result = machine.apply(entry) if fresh else None
                 waiter = shell.waiters.applied(entry.index, result)
                 if waiter is not None:
-                    answers.append((waiter, ("ok", entry.index, result)))
+                    answers.append((waiter, sp.Done(entry.index, result)))
                 i += 1
         for waiter, answer in answers:
             ctx.reply(waiter, answer)
@@ -615,7 +607,7 @@ def _notify_appliers(shell: _Shell, pids: list[Pid]) -> None:
     notice = getattr(machine, "applied_notice", None)
     changes = notice() if notice is not None else None
     for pid in pids:
-        shell.ctx.send(pid, ("applied", shell.spec.group, machine.applied, changes))
+        shell.ctx.send(pid, sp.AppliedNews(shell.spec.group, machine.applied, changes))
 
 
 def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None:
@@ -656,18 +648,18 @@ def _reply(shell: _Shell, effect: rp.Reply) -> None:
     if isinstance(ref, tuple):  # a read: (the caller, its query)
         ref, query = ref
         if isinstance(result, rp.ReadReady):  # served at the machine's applied index (>= it)
-            shell.ctx.reply(ref, ("ok", shell.machine.applied, shell.machine.query(query)))
+            shell.ctx.reply(ref, sp.Done(shell.machine.applied, shell.machine.query(query)))
             return
     if isinstance(result, rp.Committed):
         applied, value = shell.waiters.committed(result.index, ref)
         if applied:
-            shell.ctx.reply(ref, ("ok", result.index, value))
+            shell.ctx.reply(ref, sp.Done(result.index, value))
     elif isinstance(result, rp.NotLeader):
-        shell.ctx.reply(ref, ("not_leader", result.leader_hint))
+        shell.ctx.reply(ref, sp.NotLeader(result.leader_hint))
     elif isinstance(result, rp.Refused):
-        shell.ctx.reply(ref, ("refused", result.reason))
+        shell.ctx.reply(ref, sp.Refused(result.reason))
     else:
-        shell.ctx.reply(ref, ("error", type(result).__name__, getattr(result, "index", None)))
+        shell.ctx.reply(ref, sp.Failed(type(result).__name__, getattr(result, "index", None)))
 
 
 def _schedule_tick(shell: _Shell, state: RaftState) -> None:

@@ -22,7 +22,7 @@ class Waiters:
 
     def applied(self, index: int, result: Any) -> Any | None:
         """The entry at `index` was applied: its proposer, when one waits (answer it
-        ("ok", index, result)), else None and the result is kept."""
+        `Done(index, result)`), else None and the result is kept."""
         waiter = self.waiting.pop(index, None)
         if waiter is None:
             self.results[index] = result

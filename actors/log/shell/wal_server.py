@@ -18,6 +18,7 @@ from typing import Any
 from sediment import log
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import segwriter_name
+from sediment.actors.log.shell.protocol import Failed, Found
 from sediment.actors.log.shell.segment_writer import FlushWal, SnapshotStateChanged, WalFlushed
 from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.snapshot import SnapshotState
@@ -100,9 +101,8 @@ async def wal_server(ctx: Process, directory: str, max_size: int) -> None:
                 _trim(memtable.get(group), last)
         elif isinstance(msg, WalRead):
             stored = _answer(memtable, ("read", msg.group, msg.index))
-            value = ("ok", from_stored(stored).command[2]) if stored is not None else (
-                "error", "not_found")
-            ctx.reply(msg.reply_to, value)
+            ctx.reply(msg.reply_to, Found(from_stored(stored).command[2])
+                      if stored is not None else Failed("not_found"))
         elif isinstance(msg, SnapshotStateChanged):
             states[msg.group] = msg.state
             _trim(memtable.get(msg.group), msg.state.smallest_live_index - 1)

@@ -18,6 +18,7 @@ from typing import Any
 
 from sediment import log
 from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import LeaderChanged, Subscribe
 from sediment.runtime.errors import NameTaken
 from sediment.runtime.kernel import ProcessFn
 from sediment.runtime.messages import Call, Down
@@ -65,7 +66,8 @@ async def while_leading(ctx: Process, spec: LeaderChild) -> None:
         raise RuntimeError(f"the {spec.group} raft member on {me} is not running")
     ctx.monitor(raft)
     f = _Follower(ctx, spec, raft)
-    leader, term = await ctx.call(raft, ("subscribe", ctx.self()), timeout=30)
+    now = await ctx.call(raft, Subscribe(ctx.self()), timeout=30)
+    leader, term = now.leader, now.term
     await _leadership(f, leader, term)
     _logger.info("leader follower up", group=spec.group, role=spec.role, leader=leader,
                  term=term)
@@ -75,9 +77,8 @@ async def while_leading(ctx: Process, spec: LeaderChild) -> None:
 
 async def _handle(f: _Follower, msg: Any) -> None:
     ctx, spec = f.ctx, f.spec
-    if (isinstance(msg, tuple) and len(msg) == 4 and msg[0] == "leader_changed"
-            and msg[1] == spec.group):
-        await _leadership(f, msg[2], msg[3])
+    if isinstance(msg, LeaderChanged) and msg.group == spec.group:
+        await _leadership(f, msg.leader, msg.term)
     elif isinstance(msg, _RetryStart):
         if msg.term == f.leader[1]:
             await _leadership(f, *f.leader)
