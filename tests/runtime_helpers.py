@@ -116,3 +116,13 @@ def sim_unless_ray_all() -> Any:
     import pytest
 
     return pytest.mark.parametrize("rt", ["sim", "ray"] if RAY_ALL else ["sim"], indirect=True)
+
+
+async def late_registering(ctx: Process, name: str, point: str, delay: float) -> None:
+    """Registers `name` `delay` seconds after it starts (a restart on its way), then
+    passes failpoint `point` on every message (the nemesis' arming tests)."""
+    await ctx.sleep(delay)
+    await ctx.register(name)
+    while True:
+        await ctx.receive()
+        await ctx.failpoint(point)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from runtime_helpers import late_registering
 
 from sediment.runtime import api
 from sediment.runtime.process import Process
@@ -55,15 +56,6 @@ def test_bad_forms_are_refused(second: str, message: str) -> None:
     assert message in str(err.value)
 
 
-async def worker(ctx: Process, delay: float) -> None:
-    """Registers NAME after `delay` seconds, then waits."""
-    await ctx.sleep(delay)
-    await ctx.register(NAME)
-    while True:
-        await ctx.receive()
-        await ctx.failpoint(POINT)
-
-
 @pytest.fixture
 def sim() -> Iterator[Any]:
     runtime = api.start("sim", seed=5, nodes=("n1",))
@@ -79,7 +71,7 @@ def _arm(rt: Any, avoid: Any) -> dict[str, Any]:
 
 
 def test_the_failpoint_lands_on_the_restart_not_on_the_dying_process(sim: Any) -> None:
-    dying = sim.spawn(worker, 0.0, node="n1")
+    dying = sim.spawn(late_registering, NAME, POINT, 0.0, node="n1")
     sim.sleep(0.1)
     assert sim.whereis(NAME) == dying  # the fired-in process still holds the name
 
@@ -89,7 +81,7 @@ def test_the_failpoint_lands_on_the_restart_not_on_the_dying_process(sim: Any) -
 
     sim_kill = sim.kill
     sim.spawn(restart, node="n1")
-    later = sim.spawn(worker, 2.0, node="n1")
+    later = sim.spawn(late_registering, NAME, POINT, 2.0, node="n1")
     detail = _arm(sim, dying)
     assert detail["process"] == str(later), detail
     assert detail["waited_for_name"] >= 1.9

@@ -13,24 +13,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from runtime_helpers import late_registering
 
 from sediment.runtime import api
-from sediment.runtime.process import Process
 from sediment.scenarios import nemesis
 from sediment.scenarios.schema import ArmFailpoint, Fault, ProcessTarget
 
 NAME = "late-worker"
 POINT = "demo.step"
-
-
-async def late_worker(ctx: Process, delay: float) -> None:
-    """Registers NAME `delay` seconds after it starts (a restart on its way), then
-    passes POINT on every message."""
-    await ctx.sleep(delay)
-    await ctx.register(NAME)
-    while True:
-        await ctx.receive()
-        await ctx.failpoint(POINT)
 
 
 @pytest.fixture
@@ -52,7 +42,7 @@ def arm(rt: Any) -> dict[str, Any]:
 
 
 def test_a_failpoint_armed_while_its_process_restarts_waits_for_the_name(sim: Any) -> None:
-    pid = sim.spawn(late_worker, 3.0, node="n1")
+    pid = sim.spawn(late_registering, NAME, POINT, 3.0, node="n1")
     assert sim.whereis(NAME) is None  # the gap: the process runs, its name is free
     detail = arm(sim)
     assert "missed" not in detail, detail
@@ -68,7 +58,7 @@ def test_a_failpoint_armed_while_its_process_restarts_waits_for_the_name(sim: An
 
 def test_a_name_registered_already_is_armed_at_once_and_the_record_is_unchanged(
         sim: Any) -> None:
-    pid = sim.spawn(late_worker, 0.0, node="n1")
+    pid = sim.spawn(late_registering, NAME, POINT, 0.0, node="n1")
     sim.sleep(0.1)
     before = sim.now()
     detail = arm(sim)
@@ -77,7 +67,7 @@ def test_a_name_registered_already_is_armed_at_once_and_the_record_is_unchanged(
 
 
 def test_a_name_that_never_comes_back_is_recorded_as_given_up(sim: Any) -> None:
-    sim.spawn(late_worker, nemesis.ARM_NAME_WAIT + 5, node="n1")
+    sim.spawn(late_registering, NAME, POINT, nemesis.ARM_NAME_WAIT + 5, node="n1")
     detail = arm(sim)
     assert "process" not in detail
     assert detail["missed"] == (f"no process registered as {NAME!r} within "
