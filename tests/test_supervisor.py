@@ -26,7 +26,9 @@ from sediment.supervision.errors import InvalidChildSpec, InvalidSupFlags
 RT_BACKENDS = ("sim", "ray", "ray-hosted")  # "-hosted": every process of a node in one host
 
 def pids(rt: Any, sup: Pid) -> dict[Any, Any]:
-    return {cid: pid for cid, pid, _ in rt.call(sup, requests.which_children())}
+    # a supervisor answers once a restart is done: on a loaded machine on Ray, starting
+    # three actors again takes longer than a call's default 5 s (a CI failure)
+    return {cid: pid for cid, pid, _ in rt.call(sup, requests.which_children(), timeout=60)}
 
 
 def events(rt: Any, sink: Pid, kind: str) -> list[tuple[Any, ...]]:
