@@ -42,7 +42,8 @@ from sediment.actors.branches.shell.compactor import FAILPOINTS as COMPACTOR_FAI
 from sediment.actors.kv.coordinator import BEFORE_PROPOSE
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.install import LEADER_BEFORE_LAST_CHUNK
-from sediment.actors.log.shell.server import LEADER_BEFORE_BACKGROUND, before_apply_point
+from sediment.actors.log.shell.applying import before_apply_point
+from sediment.actors.log.shell.server import LEADER_BEFORE_BACKGROUND
 
 COMPACTOR_AFTER_STEP1 = COMPACTOR_FAILPOINTS[0]
 HOLD_LIMIT = 10.0  # seconds a held process waits for its release at most

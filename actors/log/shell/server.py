@@ -34,10 +34,8 @@ compaction pass, pending and not yet started or finished on the leader), and
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
@@ -48,15 +46,22 @@ from sediment.actors.log.raft.state import RaftConfig, RaftState, last_index
 from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
 from sediment.actors.log.shell import batching, install, raft_metrics
 from sediment.actors.log.shell import protocol as sp
+from sediment.actors.log.shell.applying import (
+    BACKGROUND_MAX_WAIT,
+    LazyNotice,
+    SnapshotFailed,
+    apply_entries,
+    notify_appliers,
+    set_eager,
+)
 from sediment.actors.log.shell.codec import from_stored, to_stored
-from sediment.actors.log.shell.conf_meta import from_meta, to_meta
+from sediment.actors.log.shell.conf_meta import from_meta
 from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
 from sediment.actors.log.shell.log_worker import (
     CompactionDone,
     DeleteSegments,
     MajorCompaction,
     SnapshotWritten,
-    TakeSnapshot,
     snapshot_dir,
 )
 from sediment.actors.log.shell.meta import MetaStore
@@ -79,7 +84,6 @@ from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
-from sediment.runtime.offload import submit_blocking
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
@@ -267,7 +271,7 @@ def _raft_driver(shell: _Shell, state: RaftState) -> RaftDriver:
     driver.on(rp.AppendToLog, lambda effect: _append(shell, effect))
     driver.ignore(rp.TruncateLog)  # the WAL drops the conflicting suffix on overwrite
     driver.on(rp.Send, lambda effect: _send(shell, effect.to, effect.msg))
-    driver.on(rp.Apply, lambda effect: _apply(shell, driver.state, effect.entries))
+    driver.on(rp.Apply, lambda effect: apply_entries(shell, driver.state, effect.entries))
     driver.on(rp.Reply, lambda effect: _reply(shell, effect))
     driver.on(rp.LeaderChanged, lambda effect: _leader_changed(shell, effect))
     driver.on(rp.SendSnapshot, lambda effect: _send_snapshot(shell, driver.state, effect))
@@ -278,20 +282,7 @@ def _raft_driver(shell: _Shell, state: RaftState) -> RaftDriver:
     return driver
 
 
-LEADER_BEFORE_APPLY = "raft.leader.before_apply"
 LEADER_BEFORE_BACKGROUND = "raft.leader.before_background"
-
-
-_APPLY_POINTS: dict[type, str] = {}
-
-
-def before_apply_point(command_type: type) -> str:
-    """The failpoint a leader reaches before it applies an entry of `command_type` (made
-    once per type: the leader asks for it at every entry it applies)."""
-    point = _APPLY_POINTS.get(command_type)
-    if point is None:
-        point = _APPLY_POINTS[command_type] = f"{LEADER_BEFORE_APPLY}.{command_type.__name__}"
-    return point
 
 
 async def _next_message(shell: _Shell, state: RaftState) -> Any:
@@ -358,19 +349,19 @@ def _event(shell: _Shell, state: RaftState, msg: Any) -> rp.Event | None:
         return None
     if isinstance(msg, Call):
         return _on_call(shell, state, msg)
-    if isinstance(msg, _LazyNotice):
+    if isinstance(msg, LazyNotice):
         shell.lazy_due = False
-        _notify_appliers(shell, [p for p in shell.appliers if p not in shell.eager])
+        notify_appliers(shell, [p for p in shell.appliers if p not in shell.eager])
         return None
     if isinstance(msg, sp.AppliedMode):
-        _set_eager(shell, msg.pid, msg.eager)
+        set_eager(shell, msg.pid, msg.eager)
         return None
     if isinstance(msg, SegmentsFlushed):
         shell.refs, dropped = shell.refs.update(msg.refs)
         if dropped:  # overwritten whole: nothing references them any more
             ctx.send(shell.worker, DeleteSegments(tuple(r.file for r in dropped)))
         return None
-    if isinstance(msg, _SnapshotFailed):
+    if isinstance(msg, SnapshotFailed):
         raise RuntimeError(f"snapshot failed: {msg.reason}")
     if isinstance(msg, SnapshotWritten):
         shell.snapshotting = False
@@ -422,7 +413,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         ctx.reply(call.from_, sp.LeaderChanged(shell.spec.group, *shell.leader))
     elif isinstance(request, sp.WatchApplied):
         _subscribe(shell, shell.appliers, request.pid)
-        _set_eager(shell, request.pid, request.eager)
+        set_eager(shell, request.pid, request.eager)
         ctx.reply(call.from_, sp.AppliedIndex(shell.machine.applied))
     elif isinstance(request, sp.GetKey):
         _get(shell, state, call, request.key)
@@ -525,121 +516,10 @@ async def _send_snapshot(shell: _Shell, state: RaftState,
 
 
 BACKGROUND_PAUSE = 0.01  # seconds of quiet before each piece of a machine's background work
-BACKGROUND_MAX_WAIT = 0.1  # seconds at most between its pieces under a steady load
 
 
 async def _send(shell: _Shell, node: str, msg: Any) -> None:
     await shell.peers.send(shell.ctx, node, msg)
-
-
-async def _apply(shell: _Shell, state: RaftState, entries: tuple[Entry, ...]) -> None:
-    """Apply committed entries in one transaction of the machine (when it offers one),
-    then answer their proposers: a batch of puts costs one commit. A leader's
-    before-apply failpoint that fires commits and answers what came before it first and
-    acts outside any transaction: a pause or a kill there must not leave one open."""
-    machine = shell.machine
-    lo = machine.applied + 1
-    batch = getattr(machine, "batch", None)
-    ctx = shell.ctx
-    i, fired = 0, False
-    while i < len(entries):
-        answers: list[tuple[Any, Any]] = []
-        due: Sequence[Any] = ()
-        point = ""
-        with batch() if batch is not None else contextlib.nullcontext():
-            for entry in entries[i:]:
-                # a machine on disk may be ahead of the log's snapshot: never apply twice
-                fresh = entry.index > machine.applied
-                if fresh and state.role == "leader" and not fired:
-                    point = before_apply_point(type(entry.command))
-                    due = ctx.failpoint_due(point)
-                    if due:
-                        break
-                fired = False
-                if isinstance(entry.command, rt.ConfChange):  # the raft core's: a no-op
-                    entry = replace(entry, command=None)
-                result = machine.apply(entry) if fresh else None
-                waiter = shell.waiters.applied(entry.index, result)
-                if waiter is not None:
-                    answers.append((waiter, sp.Done(entry.index, result)))
-                i += 1
-        for waiter, answer in answers:
-            ctx.reply(waiter, answer)
-        if due:
-            await ctx.failpoint_act(point, due)
-            fired = True  # entry i's failpoint has acted: apply it now
-    if entries and lo <= machine.applied and shell.appliers:
-        if shell.eager:
-            _notify_appliers(shell, shell.appliers)
-        elif not shell.lazy_due:
-            shell.lazy_due = True
-            shell.ctx.send_after(LAZY_NOTICE, shell.ctx.self(), _LazyNotice())
-    if entries and not shell.busy:  # an entry may have left background work (compaction)
-        shell.busy, shell.piece_due = True, shell.ctx.now() + BACKGROUND_MAX_WAIT
-    shell.waiters.bound()
-    _maybe_snapshot(shell, state, entries[-1] if entries else None)
-
-
-LAZY_NOTICE = 0.1  # seconds: how stale a subscriber that is not eager may be
-
-
-@dataclass(frozen=True)
-class _LazyNotice:
-    """Time to tell the subscribers that are not eager what was applied meanwhile."""
-
-
-def _set_eager(shell: _Shell, pid: Pid, eager: bool) -> None:
-    """An eager subscriber (a KV node with watchers) hears of every applied batch; the
-    others at most every LAZY_NOTICE (a KV node without watchers only follows the head
-    for its compaction floor: a notice per put would be messages nobody needs)."""
-    if eager:
-        shell.eager.add(pid)
-    else:
-        shell.eager.discard(pid)
-
-
-def _notify_appliers(shell: _Shell, pids: list[Pid]) -> None:
-    """What was applied since the last notice goes with the news, read once for every
-    subscriber (the KV node would otherwise ask for it: a round trip per batch)."""
-    if not pids:
-        return
-    machine = shell.machine
-    notice = getattr(machine, "applied_notice", None)
-    changes = notice() if notice is not None else None
-    for pid in pids:
-        shell.ctx.send(pid, sp.AppliedNews(shell.spec.group, machine.applied, changes))
-
-
-def _maybe_snapshot(shell: _Shell, state: RaftState, last: Entry | None) -> None:
-    """Every `snapshot_every` applied entries, one snapshot at a time."""
-    if last is None or shell.snapshotting:
-        return
-    if last.index - state.snap_index < shell.spec.snapshot_every:
-        return
-    if shell.machine.applied != last.index:  # a machine on disk ahead of the log: later
-        return
-    shell.snapshotting = True
-    conf = membership.at(state, last.index)  # recorded with it: a restart starts from it
-    begin = getattr(shell.machine, "begin_snapshot", None)
-    job = begin() if begin is not None else shell.machine.snapshot
-    refs = tuple(shell.refs)  # as they are at the state the snapshot holds
-
-    def taken(result: tuple[bytes, list[int]] | None, error: BaseException | None) -> None:
-        if error is not None or result is None:  # the disk: crash, as a loop's error would
-            shell.ctx.send(shell.ctx.self(), _SnapshotFailed(repr(error)))
-            return
-        data, live = result
-        shell.ctx.send(shell.worker, TakeSnapshot(
-            last.index, last.term, data, tuple(live), refs, shell.ctx.self(), to_meta(conf)))
-
-    submit_blocking(job, taken)  # in a thread on Ray; now, in order, on the simulator
-
-
-@dataclass(frozen=True)
-class _SnapshotFailed:
-    """Encoding a snapshot in a thread failed: the server crashes with the reason."""
-
-    reason: str
 
 
 def _reply(shell: _Shell, effect: rp.Reply) -> None:
