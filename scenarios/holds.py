@@ -41,8 +41,8 @@ from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE
 from sediment.actors.branches.shell.compactor import FAILPOINTS as COMPACTOR_FAILPOINTS
 from sediment.actors.kv.coordinator import BEFORE_PROPOSE
 from sediment.actors.kv.types import Compact
-from sediment.actors.log.shell.install import LEADER_BEFORE_LAST_CHUNK
 from sediment.actors.log.shell.applying import before_apply_point
+from sediment.actors.log.shell.install import LEADER_BEFORE_LAST_CHUNK
 from sediment.actors.log.shell.server import LEADER_BEFORE_BACKGROUND
 
 COMPACTOR_AFTER_STEP1 = COMPACTOR_FAILPOINTS[0]

@@ -35,9 +35,9 @@ from sediment.actors.catalog import ddl
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CatalogVersionQuery, CompactCatalog, Rejected
+from sediment.actors.log.shell.applying import before_apply_point
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.log.shell.applying import before_apply_point
 from sediment.actors.tables.cluster import TablesCluster, Transaction
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import META_GROUP

@@ -32,8 +32,8 @@ from sediment.actors.catalog import ddl
 from sediment.actors.catalog.errors import TableNotFound
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CompactCatalog
-from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.applying import before_apply_point
+from sediment.actors.log.shell.names import raft_name
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.node_state import load_lwm
