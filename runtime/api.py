@@ -58,8 +58,10 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
-            timeout: float = 60.0) -> Any:
-        """Run `fn` as a process until it ends; its return value, or its error raised."""
+            timeout: float = 60.0, host: str | None = None) -> Any:
+        """Run `fn` as a process until it ends; its return value, or its error raised.
+        `host` as for `spawn`: a poll run every second joins a named host (on Ray a
+        process of its own host is a new OS process each time)."""
 
     @abc.abstractmethod
     def send(self, dest: Pid | str, msg: Any) -> None: ...

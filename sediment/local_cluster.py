@@ -32,6 +32,10 @@ BLOCKS_DIR = "blocks"  # the branch tier's ranges and metaranges
 DEFAULT_DATA_DIR = "sediment-data"
 STATUS_EVERY = 1.0  # seconds between two rewrites of the state file
 SCRAPE_EVERY = 5.0  # seconds between two reads of Ray's metrics agents
+# The host the status polls join on the client node: on Ray a process of its own host is
+# a new OS process (~1 s of CPU), which once a second kept a core busy and, on a loaded
+# machine, a Ctrl-C waiting behind a spawn.
+STATUS_HOST = "status"
 EXIT_OK, EXIT_DOWN, EXIT_USAGE = 0, 1, 2
 
 
@@ -48,7 +52,8 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 def _members(rt: Any, nodes: tuple[str, ...]) -> list[dict[str, Any]]:
     from sediment.scenarios import observers, runner
 
-    view = rt.run(observers.view, nodes, node=runner.CLIENT_NODE, timeout=60)
+    view = rt.run(observers.view, nodes, node=runner.CLIENT_NODE, timeout=60,
+                  host=STATUS_HOST)
     return [asdict(m) for m in view.members]
 
 
@@ -86,6 +91,7 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
         "format": 1, "backend": args.backend, "nodes": list(nodes), "pid": os.getpid(),
         "data_dir": str(data_dir), "started_at": _now_iso(), "running": True,
         "ray_address": _ray_address() if args.backend == "ray" else None,
+        "ray_cluster": getattr(rt, "cluster", None),  # its actors' names (Ray)
         "log": str(data_dir / LOG_FILE), "blocks": str(data_dir / BLOCKS_DIR),
     }
     try:

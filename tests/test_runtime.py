@@ -472,6 +472,19 @@ async def _spawn_beside_loop(ctx: Process) -> None:
     await ctx.receive(lambda m: m == "never")
 
 
+def test_a_run_joins_the_named_host_it_is_given(rt: Any) -> None:
+    """`sediment start` polls its members once a second with `run`: in a named host,
+    not in a new Ray actor each time."""
+    a = rt.spawn(echo, node="n2", host="h")
+    ran = [rt.run(_own_pid, node="n2", host="h") for _ in range(2)]
+    assert [p.host for p in ran] == [a.host, a.host] and ran[0] != ran[1]
+    assert rt.call(a, "still here?") == ("echo", "still here?")
+
+
+async def _own_pid(ctx: Process) -> Pid:
+    return ctx.self()
+
+
 def test_a_crash_in_a_shared_host_ends_only_that_process(rt: Any) -> None:
     a = rt.spawn(echo, node="n2", host="h")
     b = rt.spawn(echo, node="n2", host="h")

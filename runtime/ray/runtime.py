@@ -30,7 +30,7 @@ from ..pid import Pid
 from ..reasons import KILL, NOPROC
 from ..sim.network import Network
 from ..validation import check_host, make_spawn_opts
-from .registry import start_registry
+from .registry import registry_name, start_registry
 from .spawning import start_sync
 from .transport import (
     NAMESPACE,
@@ -121,8 +121,8 @@ class RayRuntime(Runtime):
         return start_sync(self.config, self.registry, fn, args, opts, opts.node, target or None)
 
     def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
-            timeout: float = 60.0) -> Any:
-        pid = self.spawn(fn, *args, node=node)
+            timeout: float = 60.0, host: str | None = None) -> Any:
+        pid = self.spawn(fn, *args, node=node, host=host)
         try:
             handle = self.transport.handle(pid)
             if handle is None:
@@ -313,7 +313,23 @@ class RayRuntime(Runtime):
 
     def shutdown(self) -> None:
         """Kill every host actor of this runtime, then its registry."""
-        try:
-            ray.get(self.registry.teardown.remote(), timeout=60)
-        finally:
-            ray.kill(self.registry)
+        _teardown(self.registry)
+
+
+def _teardown(registry: Any) -> None:
+    try:
+        ray.get(registry.teardown.remote(), timeout=60)
+    finally:
+        ray.kill(registry)
+
+
+def teardown_cluster(cluster: str) -> bool:
+    """Kill every host actor of the runtime named `cluster` (`Runtime.cluster`), then its
+    registry, from any driver on the same Ray (hosts and registry are detached: a driver
+    killed before its `shutdown` leaves them running). False if it is gone already."""
+    try:
+        registry = ray.get_actor(registry_name(ClusterConfig(cluster)), namespace=NAMESPACE)
+    except ValueError:
+        return False
+    _teardown(registry)
+    return True

@@ -61,8 +61,8 @@ class SimRuntime(Runtime):
         return pid
 
     def run(self, fn: ProcessFn, *args: Any, node: str | None = None,
-            timeout: float = 60.0) -> Any:
-        pid = self.spawn(fn, *args, node=node)
+            timeout: float = 60.0, host: str | None = None) -> Any:
+        pid = self.spawn(fn, *args, node=node, host=host)
         deadline = self.loop.time() + timeout
         ended_flag: list[bool] = []
         self.kernel.exit_waiters[pid] = lambda: ended_flag.append(True)
