@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -57,9 +58,23 @@ def _members(rt: Any, nodes: tuple[str, ...]) -> list[dict[str, Any]]:
     return [asdict(m) for m in view.members]
 
 
+def _stop_on_signals() -> None:
+    """Ctrl-C (SIGINT) and SIGTERM stop the cluster and tear its actors down. Python
+    raises KeyboardInterrupt for SIGINT only when SIGINT was not ignored at its start,
+    and a command a non-interactive shell runs with `&` starts with it ignored: such a
+    `start` went on through every Ctrl-C and was killed, leaving its (detached) cluster
+    running."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, stop)
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    _stop_on_signals()
     with log.file_sink(data_dir / LOG_FILE, capture_processes=True):
         return _start(args, data_dir)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -256,6 +257,33 @@ def test_start_keeps_a_cluster_up_and_status_shows_it(tmp_path: Path) -> None:
             start.kill()
     after = run_cli("status", "--data-dir", str(data))
     assert after.returncode == 1 and "not running" in after.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_start_stops_on_ctrl_c_and_sigterm_even_started_with_sigint_ignored(
+        tmp_path: Path, signum: int) -> None:
+    """A non-interactive shell starts `cmd &` with SIGINT ignored, and Python then raises
+    no KeyboardInterrupt: such a `start` went on through every Ctrl-C (and, killed, left
+    its detached Ray cluster running)."""
+    data = tmp_path / "data"
+    start = subprocess.Popen(
+        [sys.executable, "-m", "sediment", "start", "--backend", "sim", "--data-dir",
+         str(data), "--for", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=sim_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        for _ in range(240):
+            time.sleep(0.25)
+            if (data / cli.STATE_FILE).exists():
+                break
+        start.send_signal(signum)
+        out, _ = start.communicate(timeout=60)
+        assert start.returncode == 0 and "stopping ..." in out and "stopped" in out
+    finally:
+        if start.poll() is None:
+            start.kill()
+    assert not json.loads((data / cli.STATE_FILE).read_text())["running"]
 
 
 # ---- help, version, errors for people --------------------------------------------------
