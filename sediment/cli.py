@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the first seed (default: each scenario's own seed)")
     run.add_argument("--seeds", type=int_at_least(1), default=1, metavar="N",
                      help="run N seeds from the first seed on")
+    run.add_argument("--duration", type=positive_seconds, default=None, metavar="SECONDS",
+                     help="run each scenario this long instead of its file's duration "
+                          "(its faults must fit; e.g. a Ray run, which commits less per "
+                          "second, of a file sized for the simulator) (default: the "
+                          "file's)")
     run.add_argument("--out", default=None, metavar="DIR",
                      help="where reports go (default: sediment-runs/<UTC time>)")
     run.add_argument("--keep-data", action="store_true",

@@ -15,6 +15,7 @@ summary and index stay.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 from collections.abc import Sequence
@@ -52,9 +53,10 @@ class UsageError(Exception):
     """Bad input to the command: each line of the message is one problem."""
 
 
-def load_scenarios(paths: Sequence[str]) -> list[Any]:
+def load_scenarios(paths: Sequence[str], duration: float | None = None) -> list[Any]:
     """Every scenario of the files and directories, in order; UsageError listing every
-    bad file (and every path that holds none)."""
+    bad file (and every path that holds none). `duration` replaces each file's, checked
+    as if the file said it (faults and their windows must end by it)."""
     from sediment.scenarios import schema
 
     out: list[Any] = []
@@ -73,9 +75,23 @@ def load_scenarios(paths: Sequence[str]) -> list[Any]:
             problems += [str(e) for e in errs.errors]
         except schema.ScenarioError as err:
             problems.append(str(err))
+    if duration is not None and not problems:
+        out = [_with_duration(s, duration, problems) for s in out]
     if problems:
         raise UsageError("\n".join(problems))
     return out
+
+
+def _with_duration(s: Any, duration: float, problems: list[str]) -> Any:
+    from sediment.scenarios import schema
+
+    try:
+        schema.load_dict({**s.to_dict(), "duration": duration}, source=s.name)
+    except schema.ScenarioError as err:
+        problems.append(f"--duration {duration:g}: {err}")
+    except schema.ScenarioErrors as errs:
+        problems += [f"--duration {duration:g}: {e}" for e in errs.errors]
+    return dataclasses.replace(s, duration=duration)
 
 
 @dataclass(frozen=True)
@@ -168,7 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               "for the gRPC API)", file=sys.stderr)
         return EXIT_USAGE
     try:
-        p = plan(load_scenarios(args.paths), args.backend, args.seed, args.seeds, out)
+        scenarios = load_scenarios(args.paths, getattr(args, "duration", None))
+        p = plan(scenarios, args.backend, args.seed, args.seeds, out)
     except UsageError as exc:
         for line in str(exc).splitlines():
             print(f"sediment: {line}", file=sys.stderr)

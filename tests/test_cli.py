@@ -218,6 +218,30 @@ def test_seeds_run_from_the_first_seed(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert seen == [("sim", 7), ("sim", 8), ("sim", 9)]
 
 
+def test_duration_replaces_each_files_and_must_fit_its_faults(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from sediment.scenarios import runner
+    from sediment.scenarios.history import History
+
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    seen: list[float] = []
+
+    def fake(s: Any, backend: str, seed: int, data_dir: Any, progress: Any = None) -> Any:
+        seen.append(s.duration)
+        return runner.RunResult(s, backend, seed, [], History())
+
+    monkeypatch.setattr(runner, "run_scenario", fake)
+    lcf = ROOT / "scenarios" / "library" / "log-compaction-failpoints.yaml"
+    assert cli.main(["run", str(lcf), "--duration", "20", "--out", str(tmp_path / "o")]) == 0
+    assert seen == [20.0]
+    assert cli.main(["run", str(lcf), "--duration", "0.35", "--out",
+                     str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "--duration 0.35" in err and "faults" in err, err
+    assert seen == [20.0] and not (tmp_path / "p").exists()
+
+
 def test_status_without_a_cluster_is_a_clear_error(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["status", "--data-dir", str(tmp_path)]) == 2
