@@ -126,8 +126,12 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
         elif isinstance(result, partition.Failed):
             error = result.error
         tx.core, effects = txn.on_write_result(tx.core, error)
-        if tx.core.phase is txn.Phase.ACTIVE:
-            _answer(s, tx, ("ok",) if error is None else ("error", error))
+        if tx.core.phase is txn.Phase.ACTIVE:  # answered once the request's writes all were
+            tx.ack_error = tx.ack_error or error
+            tx.acks_due = max(0, tx.acks_due - 1)
+            if tx.acks_due == 0:
+                _answer(s, tx, ("ok",) if tx.ack_error is None else ("error", tx.ack_error))
+                tx.ack_error = None
         await run_effects(s, tx, effects)
         return
     if not done.ok:
