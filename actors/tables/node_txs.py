@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from sediment import log
+from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose
@@ -58,12 +59,14 @@ def _tx(s: NodeState, tx_id: Any) -> NodeTx:
 
 
 async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
-                delete: bool) -> Any:
-    """Send the intent; the client is answered when it applied. None: answered later."""
+                delete: bool, cat: Catalog | None = None) -> Any:
+    """Send the intent; the client is answered when it applied. None: answered later.
+    `cat`: the transaction's catalog version, when the caller has it already."""
     tx = _tx(s, tx_id)
     if tx.waiting is not None:
         return ("error", TxNotActive(tx.core.id, "busy with another request"))
-    cat = await catalog_version(s, tx.core.catalog_version)
+    if cat is None:
+        cat = await catalog_version(s, tx.core.catalog_version)
     if delete:
         tx.core, effects = txn.delete(tx.core, cat, table, key=row)
     else:

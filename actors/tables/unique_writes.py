@@ -43,7 +43,7 @@ async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
     cat = await catalog_version(s, tx.core.catalog_version)
     t = cat.table_named(table) if isinstance(table, str) else None
     if t is None or not unique_indexes(cat, t):
-        return await node_txs.write(s, client, tx_id, table, row, delete)
+        return await node_txs.write(s, client, tx_id, table, row, delete, cat)
     await _start(s, tx, cat, table, row, delete, client)
     return None
 
