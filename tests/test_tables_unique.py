@@ -8,7 +8,9 @@ already share values refused at its build."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,81 @@ def test_claims_commit_and_abort_with_their_transaction(tmp_path: Path) -> None:
     key = ucl.claim_key(U, V)
     assert mvcc.committed_at(m.state.rows, key, hts(45)) is None
     assert mvcc.committed_at(m.state.rows, key, hts(25)) == {"pk": (1,)}
+
+
+# ---- interleavings (pure) --------------------------------------------------------------
+
+T = 1  # the table's id
+UNIQUE = Index(U, "T_u", T, ("e",), True, IndexStatus.AVAILABLE, 1, 1)
+
+
+@dataclass
+class _Open:
+    begin: int
+    planned: list[tuple[int, str | None, Any]] = field(default_factory=list)  # k, e, old
+
+
+def _committed_rows(rows: PartitionRows) -> dict[int, Any]:
+    return {k[1][0]: chain[-1].row for k, chain in rows.versions.items()
+            if k[0] == T and chain[-1].row is not None}
+
+
+def _check(rows: PartitionRows) -> None:
+    live = _committed_rows(rows)
+    values = [r["e"] for r in live.values() if r["e"] is not None]
+    assert len(values) == len(set(values)), live  # no two live rows share a value
+    for k, r in live.items():  # and each one's claim names it
+        if r["e"] is not None:
+            chain = rows.versions[ucl.claim_key(U, (r["e"],))]
+            assert ucl.holder(chain[-1].row) == (k,)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_interleaved_writers_never_commit_a_duplicate(seed: int) -> None:
+    """Transactions interleaved at random, as the shell runs them: a write reads the
+    row's old value, later sends the row and its claims in any order; a refused one
+    aborts the transaction. After every step the committed rows are unique and claimed."""
+    rng = random.Random(seed)
+    rows, clock, open_txs, commits, refusals = PartitionRows(), 10, {}, 0, 0
+    for step in range(300):
+        clock += 1
+        r = rng.random()
+        name = rng.choice(sorted(open_txs)) if open_txs else None
+        if r < 0.2 and len(open_txs) < 4:
+            open_txs[f"t{step}"] = _Open(clock)
+        elif r < 0.55 and name is not None:  # read the old row (the shell's first step)
+            k, e = rng.randrange(5), rng.choice(["a", "b", "c", None, "DEL"])
+            try:
+                old = mvcc.read_latest(rows, (T, (k,)), name)
+                open_txs[name].planned.append((k, e, old))
+            except CatalogError:
+                rows, _ = mvcc.finalize(rows, name, None), open_txs.pop(name)
+        elif r < 0.8 and name is not None and open_txs[name].planned:  # send it
+            tx = open_txs[name]
+            k, e, old = tx.planned.pop(0)
+            new = None if e == "DEL" else {"k": k, "e": e}
+            claims = uc.claims_for([UNIQUE], (k,), old, new)
+            writes: list[Any] = [None, *claims]
+            rng.shuffle(writes)
+            try:
+                for w in writes:
+                    if w is None:
+                        rows = mvcc.write_intent(rows, (T, (k,)), WriteIntent(
+                            name, G, hts(tx.begin), 1, 1, new))
+                    else:
+                        rows = ucl.apply_claim(rows, ucl.UniqueClaimCmd(
+                            name, U, "T_u", w.values, w.pk, w.release, hts(tx.begin), G, 1))
+            except CatalogError as err:
+                refusals += isinstance(err, UniqueConstraintViolation)
+                rows = mvcc.finalize(rows, name, None)
+                open_txs.pop(name)
+        elif name is not None and not open_txs[name].planned:
+            commit = rng.random() < 0.8
+            rows = mvcc.finalize(rows, name, hts(clock) if commit else None)
+            commits += commit
+            open_txs.pop(name)
+        _check(rows)
+    assert commits > 5
 
 
 # ---- on sim ---------------------------------------------------------------------------
