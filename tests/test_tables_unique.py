@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_helpers import eventually
 
 from sediment.actors.catalog.descriptors import Index, IndexStatus, ZonePartition
 from sediment.actors.catalog.errors import CatalogError
@@ -324,6 +325,31 @@ def test_a_unique_index_over_rows_that_share_values_is_refused(
         commit_rows(c, "n1", (9, "b"))
     assert err.value.holder == (2,)
     assert emails(c) == {1: "a", 2: "b", 3: "c", 4: "d"}
+
+
+def test_a_dead_coordinators_pending_claim_is_resolved(cluster: TablesCluster) -> None:
+    """A claim intent no read ever meets: the refused writer's node resolves it
+    (`claim_resolver.py`), so the values are free once its coordinator is gone."""
+    c = cluster
+    c.create_index("T_e", "T", ["e"], unique=True)
+    c.wait_index_available("T_e")
+    held = c.begin("n2")
+    held.insert("T", {"k": 1, "e": "held"})  # claimed, never finished
+    c.kill_node("n2")  # its coordinator dies with it
+    assert eventually(c.rt, lambda: c.node_status("n2") is not None, timeout=30)
+    refused = 0
+    for _ in range(20):  # bounded: each refusal starts a resolver
+        try:
+            commit_rows(c, "n1", (2, "held"))
+            break
+        except UniqueConstraintViolation as err:
+            assert err.pending and err.holder == (1,)
+            refused += 1
+            c.rt.sleep(0.2)
+    else:
+        raise AssertionError("the dead transaction's claim was never resolved")
+    assert refused >= 1  # it was pending at first, and only the resolver freed it
+    assert emails(c) == {2: "held"}  # the dead transaction aborted, row 1 never came
 
 
 def test_bad_unique_writes_change_nothing(cluster: TablesCluster) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sediment.actors.catalog.descriptors import ZonePartition
-from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.catalog.hlc import MAX, HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.actors.tables import named_pids, partition
 from sediment.actors.tables.errors import PartitionUnavailable
@@ -184,6 +184,16 @@ async def _resolve(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowK
                                                                     record.commit_ts)))
 
 
+async def resolve_intent_on(ctx: Process, plan: ReadPlan, group: ZonePartition,
+                            key: RowKey) -> None:
+    """Whatever intent is on `key` (a writer met it), resolved as a read resolves one:
+    a dead coordinator's transaction is recovered at its commit partition and its
+    intents in `group` cleaned up; a live one is left alone."""
+    found = await _ask(ctx, plan, group, ReadIndex(ReadAt(key, MAX)))
+    if isinstance(found, IntentFound):
+        await _resolve(ctx, plan, group, key, found)
+
+
 def coordinator_of(tx_id: str) -> str:
     """Transaction ids are `<node>:<incarnation>:<seq>`."""
     return tx_id.split(":", 1)[0]
@@ -197,4 +207,4 @@ async def _coordinator_alive(ctx: Process, tx_id: str) -> bool:
         return False
 
 
-__all__ = ["ReadPlan", "coordinator_of", "reader"]
+__all__ = ["ReadPlan", "coordinator_of", "reader", "resolve_intent_on"]

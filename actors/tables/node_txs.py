@@ -21,7 +21,7 @@ from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose
-from sediment.actors.tables import active_txs, partition
+from sediment.actors.tables import active_txs, claim_resolver, partition
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
 from sediment.actors.tables.group_task import TaskDone, spawn_task
@@ -34,6 +34,7 @@ from sediment.actors.tables.node_state import (
     known_assignments,
 )
 from sediment.actors.tables.tx_state import FinishOutcome
+from sediment.actors.tables.unique_claims import UniqueClaimCmd
 from sediment.runtime.messages import CallRef
 
 _logger = log.get_logger("sediment.tables.txs")
@@ -128,6 +129,8 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
             error = PartitionUnavailable(f"write of {tx_id} to {e.group}: {done.error}")
         elif isinstance(result, partition.Failed):
             error = result.error
+            if isinstance(e.command, UniqueClaimCmd):  # a dead holder's claim: resolved
+                await claim_resolver.after_refused_claim(s, e.group, e.command, error)
         tx.core, effects = txn.on_write_result(tx.core, error)
         if tx.core.phase is txn.Phase.ACTIVE:  # answered once the request's writes all were
             tx.ack_error = tx.ack_error or error
