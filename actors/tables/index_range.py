@@ -114,7 +114,7 @@ def _check_bound(bound: Any, what: str, table: Table, columns: tuple[str, ...],
                 column is not None and column.type != "bool" and isinstance(value, bool)):
             raise InvalidCommand(f"the {what} bound of index {index}: {name} takes "
                                  f"{column.type if column else '?'} values, not {value!r}")
-    return bound
+    return tuple(bound)
 
 
 def plan(cat: Catalog, index_name: Any, rng: Any) -> tuple[IndexRangeLookup, str]:

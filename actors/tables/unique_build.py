@@ -109,7 +109,8 @@ async def _seed(ctx: Process, table_node: str, table: str, timeout: float) -> Ex
 def failure(driver_status: dict[str, Any] | None, name: str) -> Exception | None:
     """The latest failed build of the index `name` in the driver's `status`."""
     found = [f for f in (driver_status or {}).get("unique_failed", []) if f["name"] == name]
-    return found[-1]["error"] if found else None
+    error = found[-1]["error"] if found else None
+    return error if isinstance(error, Exception) else None
 
 
 __all__ = ["UniqueBuilds", "failure", "ready_to_build"]
