@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from runtime_helpers import eventually
 
-from sediment.actors.catalog.descriptors import Index, IndexStatus, ZonePartition
+from sediment.actors.catalog import catalog_log, ddl
+from sediment.actors.catalog.descriptors import Column, Index, IndexStatus, ZonePartition
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
@@ -110,6 +111,20 @@ def test_the_claims_a_write_needs(old: dict[str, Any] | None, new: dict[str, Any
     claims = uc.claims_for([index(3, ("e",)), index(4, ("e",), unique=False)], (1,), old, new)
     assert [(c.values[0], c.release) for c in claims] == expect
     assert all(c.index_id == 3 and c.pk == (1,) for c in claims)
+
+
+def test_only_unique_indexes_without_the_whole_key_need_claims() -> None:
+    log = catalog_log.initial()
+    log, _ = catalog_log.execute(log, (
+        ddl.CreateZone("Z", 2, 1),
+        ddl.CreateTable("T", "Z", (Column("k", "int", False), Column("e", "str")), ("k",)),
+        ddl.CreateIndex("T_e", "T", ("e",), True), ddl.CreateIndex("T_ek", "T", ("e", "k"), True),
+        ddl.CreateIndex("T_v", "T", ("e",), False)), hts(100), 0)
+    cat = log.latest
+    table = cat.table_named("T")
+    assert table is not None
+    assert {i.name for i in cat.indexes_of(table.id) if i.unique} == {"T_PK", "T_e", "T_ek"}
+    assert [i.name for i in uc.unique_indexes(cat, table)] == ["T_e"]
 
 
 # ---- the partition machine -----------------------------------------------------------
