@@ -53,7 +53,9 @@ from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
+from sediment.actors.tables import unique_build
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
+from sediment.actors.tables.index_range import IndexRange
 from sediment.actors.tables.names import (
     COORDINATOR,
     INDEX_DRIVER,
@@ -315,7 +317,14 @@ class TablesCluster:
         """Wait (bounded) until the index is AVAILABLE; the version that made it so."""
         deadline = self.now() + (timeout or self.timeout)
         while True:
-            index = self.index(name)
+            try:
+                index = self.index(name)
+            except IndexNotFound:  # a unique index over rows sharing values is dropped
+                failed = unique_build.failure(self.index_driver_status(), name)
+                if failed is None:
+                    raise
+                self.recorder.index_dropped(name, self.now())
+                raise failed from None
             self.poll_indexes()
             if index.status is IndexStatus.AVAILABLE:
                 return int(index.status_version)
@@ -370,6 +379,29 @@ class TablesCluster:
             if found is not None:
                 self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
         return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+
+    def range_lookup(self, index: str, lower: Sequence[Any] | None = None,
+                     upper: Sequence[Any] | None = None, *, lower_inclusive: bool = True,
+                     upper_inclusive: bool = True, ts: HybridTimestamp | None = None,
+                     node: str | None = None) -> list[dict[str, Any]]:
+        """A read-only range lookup at `ts` (default: now), rows in index order; each
+        bound a prefix of the index's columns (`index_range.py`; None: unbounded)."""
+        rng = IndexRange(None if lower is None else tuple(lower),
+                         None if upper is None else tuple(upper), lower_inclusive,
+                         upper_inclusive)
+        _, rows, read_ts = self.call(node or self.nodes[0], ("ro_range", index, rng, ts))
+        found = self.catalog_at(read_ts, node).index_named(index)
+        for pk, row in rows:  # each row was read at read_ts, as a get is
+            if found is not None:
+                self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
+        return [row for _, row in rows]
+
+    def prefix_lookup(self, index: str, prefix: Sequence[Any],
+                      ts: HybridTimestamp | None = None,
+                      node: str | None = None) -> list[dict[str, Any]]:
+        """The rows whose first len(prefix) indexed columns equal `prefix`, in index
+        order."""
+        return self.range_lookup(index, prefix, prefix, ts=ts, node=node)
 
     # ---- status -------------------------------------------------------------------------
 

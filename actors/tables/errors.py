@@ -80,6 +80,22 @@ class SafeTimeUnavailable(TableError):
         self.ts, self.behind = ts, behind
 
 
+class UniqueConstraintViolation(TableError):
+    """A write would give a unique index's values to a second live row (Ignite's
+    duplicate-key error): held by another committed row, by a pending write of another
+    transaction (`pending`: no-wait, it may still abort), or by another row of the same
+    transaction. The transaction aborts; nothing changes. Also the reason a unique
+    index build over rows that already share values fails."""
+
+    def __init__(self, index: str, values: object, key: object, holder: object,
+                 pending: bool = False) -> None:
+        how = "a pending write of" if pending else "row"
+        super().__init__(f"duplicate key in unique index {index}: {values!r} of row {key!r} "
+                         f"is held by {how} {holder!r}")
+        self.index, self.values, self.key, self.holder = index, values, key, holder
+        self.pending = pending
+
+
 class UnknownTransaction(TableError):
     """The node coordinates no transaction of that id (never began here, or the node
     restarted since: its transactions were abandoned to recovery)."""
@@ -91,4 +107,4 @@ class UnknownTransaction(TableError):
 
 __all__ = ["IndexNotAvailable", "InvalidRow", "PartitionUnavailable", "ReadBelowLowWatermark",
            "SafeTimeUnavailable", "TableDropped", "TableError", "TxNotActive",
-           "UnknownTransaction", "WriteConflict"]
+           "UniqueConstraintViolation", "UnknownTransaction", "WriteConflict"]

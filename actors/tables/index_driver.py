@@ -41,7 +41,7 @@ from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import index_build as ib
-from sediment.actors.tables import named_pids
+from sediment.actors.tables import named_pids, unique_build
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
 from sediment.actors.tables.partition import BuildIndexCmd, IndexBuilt
@@ -86,6 +86,7 @@ class _Driver:
         self.log: CatalogLog | None = None
         self.assignments: dict[ZonePartition, frozenset[str]] = {}
         self.topology: tuple[str, ...] = ()
+        self.unique = unique_build.UniqueBuilds()  # a unique index's existing rows claimed
 
     @property
     def builds(self) -> dict[int, ib.IndexBuild]:
@@ -191,6 +192,9 @@ class _Driver:
         if isinstance(command, MakeIndexAvailable):
             await self.ctx.failpoint(BEFORE_AVAILABLE)
             self.available_proposed_at.setdefault(index_id, self.ctx.now())
+        elif self.log is None or not await unique_build.ready_to_build(
+                self.ctx, self.me, self.log, index_id, self.unique, self.config.ddl_timeout):
+            return  # the next look seeds again (or the index was dropped: duplicates)
         try:
             reply = await named_pids.call(self.ctx, table_node_name(self.me), ("ddl", (command,)),
                                         timeout=self.config.ddl_timeout)
@@ -246,7 +250,7 @@ class _Driver:
         return {"node": self.me, "term": self.term,
                 "pinned_version": ib.pinned_version(self.builds),
                 "builds": [self._describe(i, b) for i, b in sorted(self.builds.items())],
-                "finished": list(self.finished)}
+                "finished": list(self.finished), "unique_failed": list(self.unique.failed)}
 
 
 async def index_driver(ctx: Process, config: IndexDriverConfig, term: int) -> None:

@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sediment.actors.catalog.descriptors import ZonePartition
-from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.catalog.hlc import MAX, HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.actors.tables import named_pids, partition
 from sediment.actors.tables.errors import PartitionUnavailable
 from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.index_entries import values_of
+from sediment.actors.tables.index_range import IndexRangeLookup, in_index_order
 from sediment.actors.tables.mvcc import IntentFound, RowKey
 from sediment.actors.tables.names import partition_group, table_node_name
 from sediment.actors.tables.node_safe_time import SafeRead, wait_safe
@@ -61,7 +62,7 @@ class ReadPlan:
     wait: float = 0.05
     max_waits: int = 200
     safe: SafeRead | None = None  # a read-only read: served once its ts is safe (rule 5)
-    lookup: IndexLookup | None = None  # a read-only index lookup (`index_entries.py`)
+    lookup: IndexLookup | IndexRangeLookup | None = None  # a read-only index lookup
 
 
 class _Unavailable(Exception):
@@ -85,6 +86,8 @@ async def reader(ctx: Process, plan: ReadPlan, client: CallRef) -> None:
                 rows += await _ro(ctx, plan, group)
         if plan.key is not None and not rows:
             rows = [(plan.key, None)]
+        if isinstance(plan.lookup, IndexRangeLookup):
+            rows = in_index_order(rows, plan.lookup.columns)
         ctx.reply(client, ("ok", rows, plan.ts))
     except _Unavailable as err:
         ctx.reply(client, ("error", PartitionUnavailable(str(err))))
@@ -143,7 +146,7 @@ async def _ro(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[
 _WAIT = object()
 
 
-async def _lookup(ctx: Process, plan: ReadPlan, lookup: IndexLookup,
+async def _lookup(ctx: Process, plan: ReadPlan, lookup: IndexLookup | IndexRangeLookup,
                   group: ZonePartition) -> list[tuple[Any, Any]]:
     """The partition's candidate keys, each read at plan.ts as a read-only get (intents
     resolved), kept when its row has the values."""
@@ -151,7 +154,11 @@ async def _lookup(ctx: Process, plan: ReadPlan, lookup: IndexLookup,
     out: list[tuple[Any, Any]] = []
     for key in keys:
         for pk, row in await _ro(ctx, replace(plan, key=tuple(key), lookup=None), group):
-            if row is not None and values_of(row, lookup.columns) == lookup.values:
+            if isinstance(lookup, IndexRangeLookup):
+                keep = lookup.matches(row)
+            else:
+                keep = row is not None and values_of(row, lookup.columns) == lookup.values
+            if keep:
                 out.append((pk, row))
     return out
 
@@ -177,6 +184,16 @@ async def _resolve(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowK
                                                                     record.commit_ts)))
 
 
+async def resolve_intent_on(ctx: Process, plan: ReadPlan, group: ZonePartition,
+                            key: RowKey) -> None:
+    """Whatever intent is on `key` (a writer met it), resolved as a read resolves one:
+    a dead coordinator's transaction is recovered at its commit partition and its
+    intents in `group` cleaned up; a live one is left alone."""
+    found = await _ask(ctx, plan, group, ReadIndex(ReadAt(key, MAX)))
+    if isinstance(found, IntentFound):
+        await _resolve(ctx, plan, group, key, found)
+
+
 def coordinator_of(tx_id: str) -> str:
     """Transaction ids are `<node>:<incarnation>:<seq>`."""
     return tx_id.split(":", 1)[0]
@@ -190,4 +207,4 @@ async def _coordinator_alive(ctx: Process, tx_id: str) -> bool:
         return False
 
 
-__all__ = ["ReadPlan", "coordinator_of", "reader"]
+__all__ = ["ReadPlan", "coordinator_of", "reader", "resolve_intent_on"]

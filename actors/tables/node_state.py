@@ -63,6 +63,8 @@ class NodeTx:
     cleanups: int = 0  # cleanups sent and not yet applied
     outcome: str = "unknown"
     failure: CatalogError | None = None
+    acks_due: int = 0  # writes of the client's request still unacknowledged, when > 1
+    ack_error: CatalogError | None = None  # the first of them that failed
 
 
 @dataclass

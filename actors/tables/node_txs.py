@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from sediment import log
+from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose
-from sediment.actors.tables import active_txs, partition
+from sediment.actors.tables import active_txs, claim_resolver, partition
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
 from sediment.actors.tables.group_task import TaskDone, spawn_task
@@ -33,6 +34,7 @@ from sediment.actors.tables.node_state import (
     known_assignments,
 )
 from sediment.actors.tables.tx_state import FinishOutcome
+from sediment.actors.tables.unique_claims import UniqueClaimCmd
 from sediment.runtime.messages import CallRef
 
 _logger = log.get_logger("sediment.tables.txs")
@@ -58,12 +60,14 @@ def _tx(s: NodeState, tx_id: Any) -> NodeTx:
 
 
 async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
-                delete: bool) -> Any:
-    """Send the intent; the client is answered when it applied. None: answered later."""
+                delete: bool, cat: Catalog | None = None) -> Any:
+    """Send the intent; the client is answered when it applied. None: answered later.
+    `cat`: the transaction's catalog version, when the caller has it already."""
     tx = _tx(s, tx_id)
     if tx.waiting is not None:
         return ("error", TxNotActive(tx.core.id, "busy with another request"))
-    cat = await catalog_version(s, tx.core.catalog_version)
+    if cat is None:
+        cat = await catalog_version(s, tx.core.catalog_version)
     if delete:
         tx.core, effects = txn.delete(tx.core, cat, table, key=row)
     else:
@@ -125,9 +129,15 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
             error = PartitionUnavailable(f"write of {tx_id} to {e.group}: {done.error}")
         elif isinstance(result, partition.Failed):
             error = result.error
+            if isinstance(e.command, UniqueClaimCmd):  # a dead holder's claim: resolved
+                await claim_resolver.after_refused_claim(s, e.group, e.command, error)
         tx.core, effects = txn.on_write_result(tx.core, error)
-        if tx.core.phase is txn.Phase.ACTIVE:
-            _answer(s, tx, ("ok",) if error is None else ("error", error))
+        if tx.core.phase is txn.Phase.ACTIVE:  # answered once the request's writes all were
+            tx.ack_error = tx.ack_error or error
+            tx.acks_due = max(0, tx.acks_due - 1)
+            if tx.acks_due == 0:
+                _answer(s, tx, ("ok",) if tx.ack_error is None else ("error", tx.ack_error))
+                tx.ack_error = None
         await run_effects(s, tx, effects)
         return
     if not done.ok:

@@ -22,7 +22,14 @@ from typing import Any, TypeAlias
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.errors import CatalogError, CatalogVersionCompacted, InvalidCommand
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables import index_build, index_entries, min_tx_time, mvcc, tx_state
+from sediment.actors.tables import (
+    index_build,
+    index_entries,
+    min_tx_time,
+    mvcc,
+    tx_state,
+    unique_claims,
+)
 from sediment.actors.tables.mvcc import PartitionRows, Row, WriteIntent
 from sediment.actors.tables.tx_state import FinishOutcome, TxRecord
 
@@ -107,7 +114,7 @@ class CatalogCompactedCmd:
 
 PartitionCommand: TypeAlias = (WriteIntentCmd | FinishTxCmd | CleanupCmd | RecoverTxCmd
                                | UpdateMinActiveTxTimeCmd | GcCmd | BuildIndexCmd
-                               | CatalogCompactedCmd)
+                               | CatalogCompactedCmd | unique_claims.UniqueClaimCmd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +194,9 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
         intent = WriteIntent(cmd.tx_id, cmd.commit_partition, cmd.begin_ts, cmd.schema_version,
                              cmd.catalog_version, cmd.row)
         rows = mvcc.write_intent(s.rows, (cmd.table_id, cmd.key), intent)
+        return _versioned(replace(s, rows=rows), cmd.catalog_version), Ok()
+    if isinstance(cmd, unique_claims.UniqueClaimCmd):  # a unique index's claim row
+        rows = unique_claims.apply_claim(s.rows, cmd)
         return _versioned(replace(s, rows=rows), cmd.catalog_version), Ok()
     if isinstance(cmd, FinishTxCmd):
         record, outcome = tx_state.finish(s.txs.get(cmd.tx_id), cmd.commit, cmd.commit_ts,

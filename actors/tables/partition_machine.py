@@ -44,7 +44,8 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.hosted import HostedMachine
 from sediment.actors.schemas import PARTITION_FILE, migrate
-from sediment.actors.tables import index_entries, mvcc, partition
+from sediment.actors.tables import index_entries, index_range, mvcc, partition
+from sediment.actors.tables.index_range import IndexRangeLookup
 from sediment.actors.tables.min_tx_time import MinTxTimeState
 from sediment.actors.tables.mvcc import PartitionRows, RowKey, RowVersion, WriteIntent
 from sediment.actors.tables.partition import PartitionState
@@ -220,6 +221,10 @@ class PartitionMachine:
                 return self.incarnation, [e for e in self.events if e[0] > request.since]
             if isinstance(request, IndexQuery):
                 return self.state.indexes.get(request.index_id)
+            if isinstance(request, IndexRangeLookup):  # index_range.py
+                backfill = self.state.indexes.get(request.index_id, (0, ()))[1]
+                return index_range.candidates(
+                    backfill, self.state.maintained.get(request.index_id), rows, request)
             if isinstance(request, IndexLookup):
                 backfill = self.state.indexes.get(request.index_id, (0, ()))[1]
                 return index_entries.candidates(

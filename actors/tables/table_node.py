@@ -22,6 +22,7 @@ Requests (calls): ("ddl", commands), ("begin",), ("write", tx, table, row),
 ("delete", tx, table, key), ("get", tx, table, key), ("scan", tx, table),
 ("commit", tx), ("rollback", tx), ("ro_get", table, key, ts), ("ro_scan", table, ts),
 ("ro_lookup", index, values, ts) (the rows whose indexed columns equal `values`),
+("ro_range", index, IndexRange, ts) (range and prefix lookups, `index_range.py`),
 ("tx_alive", tx), ("clock", ts) -> ("clock", node, incarnation, now) (rule 5,
 `node_safe_time.py`), ("txs_finished", version), ("subscribe_lwm", pid) -> ("lwm", current
 or None), ("status",).
@@ -50,7 +51,15 @@ from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, Ve
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Propose, Query, ReadIndex
-from sediment.actors.tables import active_txs, min_tx_time, named_pids, node_txs, partitioning
+from sediment.actors.tables import (
+    active_txs,
+    index_range,
+    min_tx_time,
+    named_pids,
+    node_txs,
+    partitioning,
+    unique_writes,
+)
 from sediment.actors.tables import node_safe_time as nst
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import (
@@ -155,6 +164,8 @@ async def _handle(s: NodeState, msg: Any) -> None:
             await node_txs.on_task(s, what, msg)
         elif isinstance(what, tuple) and what[0] == "ddl":
             await _ddl_done(s, what[1], msg)
+        elif isinstance(what, tuple) and what[0] == unique_writes.TAG:
+            await unique_writes.on_read(s, what, msg)
         elif isinstance(what, tuple) and what[0] == "floor" and not msg.ok:
             s.floor_sent.pop(what[1], None)  # not taken: the next look proposes again
     elif isinstance(msg, ClockHeard):
@@ -185,11 +196,11 @@ async def _on_call(s: NodeState, call: Call) -> Any:
     kind = r[0] if isinstance(r, tuple) and r else None
     if kind == "begin":
         return await node_txs.begin(s)
-    if kind in ("write", "delete") and len(r) == 4:
-        return await node_txs.write(s, call.from_, r[1], r[2], r[3], kind == "delete")
+    if kind in ("write", "delete") and len(r) == 4:  # unique indexes: unique_writes.py
+        return await unique_writes.write(s, call.from_, r[1], r[2], r[3], kind == "delete")
     if kind in ("commit", "rollback") and len(r) == 2:
         return await node_txs.commit(s, call.from_, r[1], kind == "rollback")
-    if kind in ("get", "scan", "ro_get", "ro_scan", "ro_lookup"):
+    if kind in ("get", "scan", "ro_get", "ro_scan", "ro_lookup", "ro_range"):
         return await _read(s, call, kind, r)
     if kind == "ddl" and len(r) == 2:
         return await _ddl(s, call, r[1])
@@ -459,9 +470,11 @@ async def _read(s: NodeState, call: Call, kind: str, r: tuple[Any, ...]) -> Any:
         cat = await catalog_at(s, ts)
         table_name, tx_id = r[1], None
         key = r[2] if kind == "ro_get" else None
-    lookup = None
+    lookup: IndexLookup | index_range.IndexRangeLookup | None = None
     if kind == "ro_lookup":
         lookup, table_name = _lookup(cat, r)
+    elif kind == "ro_range":  # ("ro_range", index, IndexRange, ts): index_range.py
+        lookup, table_name = index_range.plan(cat, r[1], r[2] if len(r) == 4 else None)
     table = cat.table_named(table_name)
     if table is None:
         raise TableNotFound(str(table_name))

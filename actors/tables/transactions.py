@@ -34,6 +34,7 @@ from sediment.actors.tables.errors import InvalidRow, TableDropped, TxNotActive
 from sediment.actors.tables.partition import CleanupCmd, FinishTxCmd, WriteIntentCmd
 from sediment.actors.tables.partitioning import InvalidKey
 from sediment.actors.tables.tx_state import FinishOutcome, TxStatus
+from sediment.actors.tables.unique_claims import UniqueClaimCmd
 
 PYTHON_TYPES: Mapping[str, tuple[type, ...]] = {
     "int": (int,), "str": (str,), "float": (float, int), "bytes": (bytes,), "bool": (bool,)}
@@ -72,7 +73,7 @@ class RwTx:
 @dataclass(frozen=True, slots=True)
 class SendWrite:
     group: ZonePartition
-    command: WriteIntentCmd
+    command: WriteIntentCmd | UniqueClaimCmd  # a row, or a unique index's claim
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,116 @@
+"""Building a unique index over rows that already exist: claim them, or refuse.
+
+Writers claim a unique index's values from the catalog version that registered it on
+(`unique_check.py`). The rows written before have no claims. The index build driver
+(`index_driver.py`) waits, as for any index, until every RW transaction older than
+the registering version has ended (`txs_finished`); then, before it proposes
+`StartBuildingIndex`, it runs one ordinary RW transaction through its node's table node
+that reads every row of the table and writes it back unchanged. Each of those writes
+claims the row's values like any write, so:
+
+- two existing rows with the same values (or an existing row and a newer one that
+  already claimed them): the transaction fails with `UniqueConstraintViolation`, the
+  build fails, and the driver drops the index (`DropIndex`), keeping the reason for
+  `status` (`failed`) and `TablesCluster.wait_index_available`, which raises it. Ignite
+  refuses the same way by failing the index (it never becomes AVAILABLE); here it goes
+  so the table is writable again without a unique check nobody can rely on;
+- a concurrent writer's intent on a row or a claim (`WriteConflict`), or an
+  unreachable partition: the transaction aborts and the next look tries again;
+- otherwise it commits, every existing row has its claim, and the build goes on.
+
+Writing each row back (not only its claim) makes the seeding conflict with a writer
+that changes the row meanwhile, so no stale claim can commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sediment import log
+from sediment.actors.catalog.catalog_log import CatalogLog
+from sediment.actors.catalog.ddl import DropIndex
+from sediment.actors.tables import named_pids
+from sediment.actors.tables.errors import UniqueConstraintViolation
+from sediment.actors.tables.names import table_node_name
+from sediment.runtime.errors import CallError
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.tables.unique_build")
+KEEP = 64  # failed builds kept for `status`
+
+
+@dataclass
+class UniqueBuilds:
+    """What the driver remembers: the indexes seeded, and the failed builds."""
+
+    seeded: set[int] = field(default_factory=set)
+    failed: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=KEEP))
+
+
+async def ready_to_build(ctx: Process, node: str, catalog: CatalogLog, index_id: int,
+                         builds: UniqueBuilds, timeout: float) -> bool:
+    """Whether `StartBuildingIndex` may be proposed: not a unique index, or its
+    existing rows were claimed. False: try again at the next look (or the index was
+    dropped because rows share values)."""
+    index = catalog.latest.index(index_id)
+    if index is None or not index.unique or index_id in builds.seeded:
+        return True
+    table = catalog.latest.table(index.table_id)
+    if table is None:
+        return False
+    try:
+        error = await _seed(ctx, table_node_name(node), table.name, timeout)
+    except CallError as err:
+        _logger.info("unique index seeding interrupted", index=index.name, error=str(err)[:200])
+        return False
+    if error is None:
+        builds.seeded.add(index_id)
+        return True
+    if isinstance(error, UniqueConstraintViolation):
+        builds.failed.append({"index_id": index_id, "name": index.name, "error": error,
+                              "at": ctx.now()})
+        _logger.info("unique index refused: rows share values", index=index.name,
+                     error=str(error)[:200])
+        # not taken: the next look finds it REGISTERED, seeds again and fails again
+        with contextlib.suppress(CallError):
+            await named_pids.call(ctx, table_node_name(node), ("ddl", (DropIndex(index.name),)),
+                                  timeout=timeout)
+    return False
+
+
+async def _seed(ctx: Process, table_node: str, table: str, timeout: float) -> Exception | None:
+    """One RW transaction writing every row of `table` back; its error, None when it
+    committed."""
+    reply = await named_pids.call(ctx, table_node, ("begin",), timeout=timeout)
+    if reply[0] != "ok":
+        return RuntimeError(repr(reply)[:200])
+    tx_id = reply[1]
+    error: Exception | None = None
+    reply = await named_pids.call(ctx, table_node, ("scan", tx_id, table), timeout=timeout)
+    if reply[0] == "error":
+        error = reply[1]
+    else:
+        for _pk, row in sorted(reply[1], key=lambda r: repr(r[0])):
+            answer = await named_pids.call(ctx, table_node, ("write", tx_id, table, dict(row)),
+                                           timeout=timeout)
+            if answer[0] == "error":
+                error = answer[1]
+                break
+    reply = await named_pids.call(ctx, table_node, ("rollback" if error else "commit", tx_id),
+                                  timeout=timeout)
+    if error is None and reply[0] == "ok" and not reply[1]:
+        error = reply[3] or RuntimeError("the seeding transaction aborted")
+    return error
+
+
+def failure(driver_status: dict[str, Any] | None, name: str) -> Exception | None:
+    """The latest failed build of the index `name` in the driver's `status`."""
+    found = [f for f in (driver_status or {}).get("unique_failed", []) if f["name"] == name]
+    error = found[-1]["error"] if found else None
+    return error if isinstance(error, Exception) else None
+
+
+__all__ = ["UniqueBuilds", "failure", "ready_to_build"]
