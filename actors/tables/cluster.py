@@ -49,9 +49,9 @@ from sediment.actors.catalog.metastore_machine import (
     RebalancesQuery,
 )
 from sediment.actors.log.shell.cluster import GroupClient, node_children
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
 from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
