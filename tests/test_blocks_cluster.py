@@ -48,6 +48,7 @@ from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE, BEFORE_
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.executor import SparkBridgeExecutor
 from sediment.actors.blocks.shell.names import METASTORE_GROUP, blocks_node_name, service_name
+from sediment.actors.blocks.shell.service_protocol import Poll, Polled, PollRefused
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
@@ -517,12 +518,12 @@ def test_bad_input_is_refused_at_the_boundary_and_crashes_nothing(cluster: Any) 
     service = rt.whereis(service_name(leader))
     node = rt.whereis(blocks_node_name(leader))
     worker = cluster.workers()[0]
-    reply = rt.call(service, ("poll", "not a request"))
-    assert reply[0] == "error" and isinstance(reply[1], ErrMalformedCommand)
+    reply = rt.call(service, Poll("not a request"))
+    assert isinstance(reply, PollRefused) and isinstance(reply.reason, ErrMalformedCommand)
     for pid in (service, node, worker):
         rt.send(pid, ("garbage", 1))
         assert rt.call(pid, ("no such request",))[0] == "error"
-    assert rt.call(service, ("poll", PollRequest()))[0] == "ok"
+    assert isinstance(rt.call(service, Poll(PollRequest())), Polled)
     rt.sleep(1.0)
     assert all(rt.is_alive(pid) for pid in (service, node, worker))
 
