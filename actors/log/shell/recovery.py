@@ -12,6 +12,7 @@ from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.log_worker import snapshot_dir
 from sediment.actors.log.shell.meta import MetaStore
 from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
+from sediment.actors.log.shell.wal_server import RecoverGroup
 from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.segment import SegmentReader
@@ -47,7 +48,7 @@ async def recover(ctx: Process, group: str, gdir: str, segment_max_entries: int,
         ctx.send(pid, SnapshotStateChanged(group, snap_state))
     refs = SegRefs(await ctx.call(segwriter, ("refs", group, gdir, segment_max_entries),
                                   timeout=60))
-    memtable = await ctx.call(wal, ("recovered", group), timeout=60)
+    memtable = await ctx.call(wal, RecoverGroup(group), timeout=60)
     first = (info.index if info is not None else 0) + 1
     tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable),
                        info.term if info is not None else 0)
