@@ -11,7 +11,11 @@ from sediment.actors.log.raft.types import Entry, HardState
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.log_worker import snapshot_dir
 from sediment.actors.log.shell.meta import MetaStore
-from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
+from sediment.actors.log.shell.segment_writer import (
+    SegmentRefs,
+    SnapshotStateChanged,
+    segment_dir,
+)
 from sediment.actors.log.shell.wal_server import RecoverGroup
 from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.records import Entry as Stored
@@ -46,7 +50,7 @@ async def recover(ctx: Process, group: str, gdir: str, segment_max_entries: int,
     snap_state = info.state if info is not None else SnapshotState.initial()
     for pid in (wal, segwriter):
         ctx.send(pid, SnapshotStateChanged(group, snap_state))
-    refs = SegRefs(await ctx.call(segwriter, ("refs", group, gdir, segment_max_entries),
+    refs = SegRefs(await ctx.call(segwriter, SegmentRefs(group, gdir, segment_max_entries),
                                   timeout=60))
     memtable = await ctx.call(wal, RecoverGroup(group), timeout=60)
     first = (info.index if info is not None else 0) + 1
