@@ -555,6 +555,7 @@ async def pyarrow_bridge(ctx: Process) -> None:
     """Stands in for the Spark bridge (`actors/spark/bridge.py`): its name and its call,
     answered by the pyarrow merge that the Spark merge must equal."""
     from sediment.actors.spark.bridge import BRIDGE_NAME
+    from sediment.actors.spark.bridge_protocol import JobFailed, JobOutcome, Merge, Merged
 
     await ctx.register(BRIDGE_NAME)
     merges = 0
@@ -562,15 +563,15 @@ async def pyarrow_bridge(ctx: Process) -> None:
         msg = await ctx.receive()
         if isinstance(msg, Call) and msg.request == ("merges",):
             ctx.reply(msg.from_, merges)
-        elif isinstance(msg, Call) and msg.request[0] == "merge":
+        elif isinstance(msg, Call) and isinstance(msg.request, Merge):
             merges += 1
-            req = msg.request[1]
+            req = msg.request.request
             try:
-                out: tuple[str, Any] = ("ok", mg.merge_blocks(
+                out: JobOutcome = Merged(mg.merge_blocks(
                     req.root, req.sources, block_id=req.block_id, level=req.level,
                     compaction_revision=req.compaction_revision, created_at=req.created_at))
             except BlockError as err:
-                out = ("error", err)
+                out = JobFailed(err)
             ctx.reply(msg.from_, out)
 
 
