@@ -39,6 +39,7 @@ from sediment.actors.branches.shell.compactor import CompactorConfig, compactor_
 from sediment.actors.branches.shell.kv_process import ProcessKv
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
+from sediment.actors.branches.shell.protocol import Compact, CompactFailed
 from sediment.actors.branches.shell.recorder import ProcessRecorder, collector
 from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_process
 from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
@@ -216,11 +217,10 @@ async def _one(ctx: Process, tier: Tier, cfg: ClientConfig, rng: random.Random, 
         compactor = await ctx.whereis(rng.choice(st.compactors))
         if compactor is None:
             raise _Down("no compactor registered")
-        answer = await ctx.call(compactor, ("compact", REPO, branch, rng.random() < 0.5),
+        answer = await ctx.call(compactor, Compact(REPO, branch, rng.random() < 0.5),
                                 timeout=cfg.op_timeout * 4)
-        if isinstance(answer, tuple) and answer[:1] == ("error",) \
-                and isinstance(answer[1], BaseException):
-            raise answer[1]
+        if isinstance(answer, CompactFailed) and isinstance(answer.error, BaseException):
+            raise answer.error
 
 
 class _Down(BranchesError):

@@ -23,6 +23,7 @@ import contextlib
 from typing import Any
 
 from sediment.actors.etcd.names import etcd_name
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
 from sediment.runtime.errors import CallError
@@ -115,21 +116,21 @@ class GrpcWatchStream:
         start = request.start_revision or m.header.revision + 1
         return wp.Created(m.watch_id, start, m.header.revision)
 
-    async def next(self, wait: float) -> tuple[Any, ...]:
-        """("ok", responses) or ("closed", why, responses): what came within `wait`."""
+    async def next(self, wait: float) -> sp.Responses | sp.Closed:
+        """What came within `wait`, as a watcher session answers `Next`."""
         out: list[Any] = []
         try:
             first = await asyncio.wait_for(self._queue.get(), wait)
         except TimeoutError:
-            return ("ok", out)
+            return sp.Responses(out)
         items = [first]
         while not self._queue.empty():
             items.append(self._queue.get_nowait())
         for m in items:
             if m is None:
-                return ("closed", self.ended or "stream ended", out)
+                return sp.Closed(self.ended or "stream ended", out)
             out.append(response_of(m))
-        return ("ok", out)
+        return sp.Responses(out)
 
     async def progress(self) -> bool:
         from sediment.actors.etcd.pb import rpc_pb2

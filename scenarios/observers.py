@@ -19,6 +19,7 @@ from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
+from sediment.actors.log.shell.wal_server import ReadStored
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -108,7 +109,7 @@ async def _read_entry(ctx: Process, index: int,
             return Entry(index, reply.value, ctx.now())
     for m in members:  # gone from memory after a snapshot: the WAL may still hold it
         try:
-            stored = await ctx.call(wal_name(m.node), ("read", KV_GROUP, index),
+            stored = await ctx.call(wal_name(m.node), ReadStored(KV_GROUP, index),
                                     timeout=STATUS_TIMEOUT)
         except CallError:
             continue

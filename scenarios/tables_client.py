@@ -20,6 +20,7 @@ from typing import Any
 from sediment.actors.catalog import ddl
 from sediment.actors.catalog.descriptors import Column
 from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.names import table_node_name
 from sediment.actors.tables.recorder import Recorder
 from sediment.runtime.errors import CallError, ReceiveTimeout
@@ -95,9 +96,8 @@ class _Client:
     async def call(self, node: str, request: Any, factor: float = 1.0) -> Any:
         reply = await self.ctx.call(table_node_name(node), request,
                                     timeout=self.cfg.op_timeout * factor)
-        if isinstance(reply, tuple) and reply[:1] == ("error",) and isinstance(
-                reply[1], BaseException):
-            raise reply[1]
+        if isinstance(reply, p.Failed):
+            raise reply.error
         return reply
 
     async def one(self, op: str) -> None:
@@ -111,7 +111,8 @@ class _Client:
 
     async def transaction(self) -> None:
         node = self.rng.choice(self.cfg.nodes)
-        _, tx_id, begin_ts, _ = await self.call(node, ("begin",))
+        began: p.Began = await self.call(node, p.Begin())
+        tx_id, begin_ts = began.tx_id, began.ts
         self.rec.begin(tx_id, begin_ts, self.ctx.now())
         alive_at = self.ctx.now()
         try:
@@ -120,13 +121,14 @@ class _Client:
                 row = {"k": k, "v": self.rng.randrange(1_000_000)}
                 alive_at = self.ctx.now()
                 try:
-                    await self.call(node, ("write", tx_id, TABLE, row))
+                    await self.call(node, p.Write(tx_id, TABLE, row))
                 except CatalogError:  # a conflict: the transaction aborts at its end
                     break
                 self.rec.write(tx_id, (self.cfg.table_id, (k,)), row)
-            finish = "commit" if self.rng.random() < 0.9 else "rollback"
+            finish = p.Commit(tx_id) if self.rng.random() < 0.9 else p.Rollback(tx_id)
             alive_at = self.ctx.now()
-            _, committed, commit_ts, _ = await self.call(node, (finish, tx_id), factor=2.0)
+            ended: p.Ended = await self.call(node, finish, factor=2.0)
+            committed, commit_ts = ended.committed, ended.commit_ts
         except CallError:
             self.rec.end(tx_id, "unknown", None, await self._last_alive(node, tx_id, alive_at))
             raise
@@ -139,7 +141,7 @@ class _Client:
         for _ in range(ALIVE_POLLS):
             asked = self.ctx.now()
             try:
-                alive = await self.call(node, ("tx_alive", tx_id))
+                alive = await self.call(node, p.TxAlive(tx_id))
             except CallError:
                 await self.ctx.sleep(0.2)
                 continue
@@ -152,7 +154,9 @@ class _Client:
     async def read(self) -> None:
         node = self.rng.choice(self.cfg.nodes)
         k = self.rng.randrange(self.cfg.spec.keys)
-        _, rows, read_ts = await self.call(node, ("ro_get", TABLE, (k,), None), factor=2.0)
+        read: p.Rows = await self.call(node, p.RoGet(TABLE, (k,), None), factor=2.0)
+        rows, read_ts = read.rows, read.ts
+        assert read_ts is not None  # a read-only read has its timestamp
         self.rec.read(read_ts, (self.cfg.table_id, (k,)), rows[0][1] if rows else None,
                       self.ctx.now())
 
@@ -163,15 +167,15 @@ class _Client:
             node = self.leader_hint or nodes[attempt % len(nodes)]
             self.leader_hint = None
             try:
-                reply = await self.call(node, ("ddl", (command,)), factor=2.0)
+                reply = await self.call(node, p.Ddl((command,)), factor=2.0)
             except CallError:
-                reply = ("down",)
-            if reply[0] == "ok":
+                reply = None
+            if isinstance(reply, p.DdlActive):
                 self.leader_hint = node
-                self.rec.version(reply[1], reply[2])
+                self.rec.version(reply.version, reply.activation)
                 return
-            if reply[0] == "not_leader" and reply[1] in nodes:
-                self.leader_hint = reply[1]
+            if isinstance(reply, p.NotLeader) and reply.hint in nodes:
+                self.leader_hint = reply.hint
             await self.ctx.sleep(0.1)
         raise _NoLeader("no table node took the DDL")
 

@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.names import kv_node_name
 from sediment.actors.kv.node_protocol import OpenWatcher
@@ -53,20 +54,20 @@ class _NativeSession:
         self.ctx, self.pid = ctx, pid
 
     async def create(self, request: wp.CreateWatch) -> Any:
-        return await self.ctx.call(self.pid, ("create", request), timeout=5)
+        return await self.ctx.call(self.pid, request, timeout=5)
 
     async def next(self, wait: float) -> Any:
-        return await self.ctx.call(self.pid, ("next", wait), timeout=wait + 5)
+        return await self.ctx.call(self.pid, sp.Next(wait), timeout=wait + 5)
 
     async def progress(self) -> None:
-        await self.ctx.call(self.pid, ("progress",), timeout=5)
+        await self.ctx.call(self.pid, wp.RequestProgress(), timeout=5)
 
     async def close(self) -> None:
         with contextlib.suppress(CallError):
-            await self.ctx.call(self.pid, ("close",), timeout=STATUS_TIMEOUT)
+            await self.ctx.call(self.pid, sp.Close(), timeout=STATUS_TIMEOUT)
 
     async def abandon(self) -> None:
-        self.ctx.send(self.pid, ("close",))
+        self.ctx.send(self.pid, sp.Close())
 
 
 class _GrpcSession:
@@ -297,14 +298,13 @@ async def _poll(w: _Watching) -> None:
         await _abandon(w)
         w.end("lost")
         return
-    responses = reply[2] if reply[0] == "closed" else reply[1]
-    for r in responses:
+    for r in reply.responses:
         await _response(w, r)
-    if reply[0] == "closed":
+    if isinstance(reply, sp.Closed):
         if isinstance(w.session, _GrpcSession):
             await w.session.close()
         w.session = None
-        w.end(str(reply[1]))
+        w.end(str(reply.reason))
 
 
 async def _response(w: _Watching, r: Any) -> None:

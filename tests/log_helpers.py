@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sediment.actors.log.shell.cluster import propose
-from sediment.actors.log.shell.server import GroupSpec
+from sediment.actors.log.shell.group_spec import GroupSpec
 
 
 def put_mixed(rt: Any, spec: GroupSpec, start: int, n: int, keys: dict[str, int],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.tables.cluster import TablesCluster, Transaction
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
+from sediment.actors.tables.node_protocol import TxAlive
 from sediment.runtime.errors import CallError
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 
@@ -66,7 +67,7 @@ class Workload:
 
     def _alive(self, tx: Transaction) -> bool:
         try:
-            return bool(self.c.call(tx.node, ("tx_alive", tx.id)))
+            return bool(self.c.call(tx.node, TxAlive(tx.id)))
         except CallError:
             return False
 

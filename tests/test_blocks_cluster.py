@@ -48,6 +48,7 @@ from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE, BEFORE_
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.executor import SparkBridgeExecutor
 from sediment.actors.blocks.shell.names import METASTORE_GROUP, blocks_node_name, service_name
+from sediment.actors.blocks.shell.service_protocol import Poll, Polled, PollRefused
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
@@ -517,12 +518,12 @@ def test_bad_input_is_refused_at_the_boundary_and_crashes_nothing(cluster: Any) 
     service = rt.whereis(service_name(leader))
     node = rt.whereis(blocks_node_name(leader))
     worker = cluster.workers()[0]
-    reply = rt.call(service, ("poll", "not a request"))
-    assert reply[0] == "error" and isinstance(reply[1], ErrMalformedCommand)
+    reply = rt.call(service, Poll("not a request"))
+    assert isinstance(reply, PollRefused) and isinstance(reply.reason, ErrMalformedCommand)
     for pid in (service, node, worker):
         rt.send(pid, ("garbage", 1))
         assert rt.call(pid, ("no such request",))[0] == "error"
-    assert rt.call(service, ("poll", PollRequest()))[0] == "ok"
+    assert isinstance(rt.call(service, Poll(PollRequest())), Polled)
     rt.sleep(1.0)
     assert all(rt.is_alive(pid) for pid in (service, node, worker))
 
@@ -554,6 +555,7 @@ async def pyarrow_bridge(ctx: Process) -> None:
     """Stands in for the Spark bridge (`actors/spark/bridge.py`): its name and its call,
     answered by the pyarrow merge that the Spark merge must equal."""
     from sediment.actors.spark.bridge import BRIDGE_NAME
+    from sediment.actors.spark.bridge_protocol import JobFailed, JobOutcome, Merge, Merged
 
     await ctx.register(BRIDGE_NAME)
     merges = 0
@@ -561,15 +563,15 @@ async def pyarrow_bridge(ctx: Process) -> None:
         msg = await ctx.receive()
         if isinstance(msg, Call) and msg.request == ("merges",):
             ctx.reply(msg.from_, merges)
-        elif isinstance(msg, Call) and msg.request[0] == "merge":
+        elif isinstance(msg, Call) and isinstance(msg.request, Merge):
             merges += 1
-            req = msg.request[1]
+            req = msg.request.request
             try:
-                out: tuple[str, Any] = ("ok", mg.merge_blocks(
+                out: JobOutcome = Merged(mg.merge_blocks(
                     req.root, req.sources, block_id=req.block_id, level=req.level,
                     compaction_revision=req.compaction_revision, created_at=req.created_at))
             except BlockError as err:
-                out = ("error", err)
+                out = JobFailed(err)
             ctx.reply(msg.from_, out)
 
 

@@ -23,6 +23,7 @@ from sediment.actors.branches.history import Event, History
 from sediment.actors.branches.sensor import SensorConfig
 from sediment.actors.branches.shell.compactor import FAILPOINTS, CompactorConfig
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
+from sediment.actors.branches.shell.protocol import Compact, Compacted, CompactFailed
 from sediment.actors.branches.shell.recorder import collector
 from sediment.actors.branches.shell.service import start_branch_services
 from sediment.actors.branches.tier import TierConfig
@@ -159,7 +160,7 @@ def test_a_compactor_killed_at_each_step(setup: Setup, failpoint: str) -> None:
     want = (s.content(), s.diff())
     victim = s.rt.whereis(COMPACTOR_NAME)
     s.rt.arm_failpoint(victim, failpoint, "crash")
-    helper = s.rt.spawn(ask, COMPACTOR_NAME, ("compact", R, "main", True), node="n2")
+    helper = s.rt.spawn(ask, COMPACTOR_NAME, Compact(R, "main", True), node="n2")
     assert s.rt.call(helper, "answer", timeout=600)[0] == "died"
     until(s.rt, lambda: s.rt.whereis(COMPACTOR_NAME) not in (None, victim),
           "the supervisor restarting the compactor")
@@ -170,8 +171,8 @@ def test_a_compactor_killed_at_each_step(setup: Setup, failpoint: str) -> None:
         assert b.compacted_metarange is None and len(b.sealed_tokens) == 1
     assert (s.content(), s.diff()) == want  # readable and equivalent
     s.lake.put(R, "main", "after", e("kill"))
-    answer = s.rt.call(COMPACTOR_NAME, ("compact", R, "main", True), timeout=600)
-    assert answer[0] == "ok", answer
+    answer = s.rt.call(COMPACTOR_NAME, Compact(R, "main", True), timeout=600)
+    assert isinstance(answer, Compacted), answer
     commit_id = s.lake.commit(R, "main", "after the kill")
     assert s.content(commit_id) == {**want[0], "after": "kill"}
     s.check()
@@ -182,7 +183,7 @@ def hold_after_step1(s: Setup) -> Pid:
     helper process that waits for its answer."""
     victim = s.rt.whereis(COMPACTOR_NAME)
     s.rt.arm_failpoint(victim, FAILPOINTS[0], "pause")
-    helper = s.rt.spawn(ask, COMPACTOR_NAME, ("compact", R, "main", True), node="n2")
+    helper = s.rt.spawn(ask, COMPACTOR_NAME, Compact(R, "main", True), node="n2")
     until(s.rt, lambda: s.lake.branch(R, "main").compaction_start_time is not None,
           "compaction step 1")
     return helper
@@ -195,8 +196,9 @@ def test_a_commit_racing_a_held_compaction(setup: Setup) -> None:
     s.lake.put(R, "main", "during", e("compaction"))
     commit_id = s.lake.commit(R, "main", "races the compaction")
     s.rt.release_failpoint(s.rt.whereis(COMPACTOR_NAME), FAILPOINTS[0])
-    status, result = s.rt.call(helper, "answer", timeout=600)
-    assert status == "error" and isinstance(result, CompactionConflict), result
+    answer = s.rt.call(helper, "answer", timeout=600)
+    assert isinstance(answer, CompactFailed) and isinstance(answer.error, CompactionConflict), \
+        answer
     b = s.lake.branch(R, "main")
     assert b.commit_id == commit_id and b.compacted_metarange is None
     assert "during" in s.content(commit_id) and s.lake.is_staging_empty(R, "main")
@@ -210,8 +212,9 @@ def test_two_compactors_racing(setup: Setup) -> None:
     helper = hold_after_step1(s)
     mine = s.lake.compact(R, "main", force=True)  # the driver's compaction wins
     s.rt.release_failpoint(s.rt.whereis(COMPACTOR_NAME), FAILPOINTS[0])
-    status, result = s.rt.call(helper, "answer", timeout=600)
-    assert status == "error" and isinstance(result, CompactionConflict), result
+    answer = s.rt.call(helper, "answer", timeout=600)
+    assert isinstance(answer, CompactFailed) and isinstance(answer.error, CompactionConflict), \
+        answer
     assert s.lake.branch(R, "main").compacted_metarange == mine.metarange
     assert (s.content(), s.diff()) == want
     with pytest.raises(CompactionThrottled):

@@ -27,6 +27,7 @@ from sediment.actors.branches.metarange import InProcessMerge, MetaRangeStore
 from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.spark.bridge import BRIDGE_NAME, run_inline, spark_bridge
+from sediment.actors.spark.bridge_protocol import Stop
 from sediment.actors.spark.session import SparkSettings
 from sediment.runtime import api
 from sediment.runtime.process import Process
@@ -101,8 +102,8 @@ def run_merge(tmp_path: Path, policy: SparkPolicy, spark: LocalSpark | None,
             result = err
         status = None
         if spark is not None:
-            status = (await ctx.call(BRIDGE_NAME, ("status",), timeout=10))[1]
-            await ctx.call(BRIDGE_NAME, ("stop",), timeout=10)
+            status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+            await ctx.call(BRIDGE_NAME, Stop(), timeout=10)
         return result, status
 
     with api.start("sim", seed=1, nodes=("n1",)) as rt:

@@ -25,6 +25,7 @@ from sediment.actors.branches.sensor import SensorConfig
 from sediment.actors.branches.shell.compactor import CompactorConfig
 from sediment.actors.branches.shell.gc_process import GC_NAME, GcConfig
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
+from sediment.actors.branches.shell.protocol import Compact, Sweep, Swept
 from sediment.actors.branches.shell.recorder import collector
 from sediment.actors.branches.shell.service import (
     services_name,
@@ -206,7 +207,7 @@ def test_a_compaction_killed_by_a_move_is_redone_once(setup: Setup) -> None:
 
 async def _compact(ctx: Any) -> None:
     with contextlib.suppress(Exception):  # the compactor is killed with the leadership
-        await ctx.call(COMPACTOR_NAME, ("compact", R, "main", True), timeout=600)
+        await ctx.call(COMPACTOR_NAME, Compact(R, "main", True), timeout=600)
 
 
 def test_the_collector_runs_periodically_beside_the_compactor(tmp_path: Path) -> None:
@@ -237,8 +238,8 @@ def test_the_collector_runs_periodically_beside_the_compactor(tmp_path: Path) ->
         assert s.lake.ls(R, "main", amount=100).entries == want
         status = s.rt.call(GC_NAME, ("status",), timeout=10)
         assert status["passes"] >= 1 and status["failed"] == 0
-        answer = s.rt.call(GC_NAME, ("sweep", R), timeout=30)
-        assert answer[0] == "ok" and answer[1].tokens == ()
+        answer = s.rt.call(GC_NAME, Sweep(R), timeout=30)
+        assert isinstance(answer, Swept) and answer.result.tokens == ()
 
 
 def test_names_of_the_services() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from runtime_helpers import eventually
 
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.cluster import Cluster, WatchCanceled
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
@@ -126,7 +127,7 @@ async def _open_twice_and_watch(ctx: Process, node_name: str) -> tuple[Any, Any]
     """A client whose first open's reply was lost retries with the same token."""
     first = await ctx.call(node_name, OpenWatcher(ctx.self(), 7), timeout=30)
     again = await ctx.call(node_name, OpenWatcher(ctx.self(), 7), timeout=30)
-    created = await ctx.call(first, ("create", wp.CreateWatch(b"k", None, 0)), timeout=30)
+    created = await ctx.call(first, wp.CreateWatch(b"k", None, 0), timeout=30)
     assert isinstance(created, wp.Created), created
     return first, again
 
@@ -134,7 +135,7 @@ async def _open_twice_and_watch(ctx: Process, node_name: str) -> tuple[Any, Any]
 def test_sessions_end_with_their_owner_or_a_close_message(rt: Any, tmp_path: Path) -> None:
     """An open retried under the same token gets the same session; a session ends (and
     its watches stop holding compaction back) when the client process that owns it ends,
-    or on a plain ("close",) from a client that can no longer call it."""
+    or on a plain `Close()` from a client that can no longer call it."""
     cluster = start(rt, tmp_path)
 
     def watches() -> int:
@@ -146,7 +147,7 @@ def test_sessions_end_with_their_owner_or_a_close_message(rt: Any, tmp_path: Pat
     session = cluster.client().session("n1")
     session.watch(b"k")
     assert watches() == 1
-    rt.send(session.pid, ("close",))
+    rt.send(session.pid, sp.Close())
     assert eventually(rt, lambda: not rt.is_alive(session.pid) and watches() == 0)
 
 
@@ -182,7 +183,8 @@ def test_a_node_keeps_answering_while_a_watcher_session_starts(rt: Any, tmp_path
     rt.release_failpoint(node, BEFORE_WATCHER_SPAWN)
     session = rt.call(opener, ("session",), timeout=60)
     assert isinstance(session, Pid), session
-    assert eventually(rt, lambda: rt.call(session, ("positions",), timeout=10)[1] >= written)
+    assert eventually(rt, lambda: rt.call(session, sp.Positions(), timeout=10).committed
+                      >= written)
 
 
 def test_a_failing_background_pass_keeps_the_compaction_pending_until_it_succeeds(

@@ -39,6 +39,7 @@ import pytest
 
 from sediment import log
 from sediment.actors.kv import promised_floor
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.cluster import Cluster, WatchCanceled, WatchSession
 from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, KvError
@@ -397,7 +398,7 @@ class Run:
         session = self.rng.choice(open_)
         assert session.ws is not None
         try:
-            self.rt.call(session.ws.pid, ("cancel", self.rng.choice(session.recorder.live())),
+            self.rt.call(session.ws.pid, wp.CancelWatch(self.rng.choice(session.recorder.live())),
                          timeout=5)
         except RuntimeErrorBase:
             self._end(session, "lost")
@@ -464,7 +465,8 @@ class Run:
             if session.ws is None or session.ended is not None:
                 continue
             try:
-                _, _, floor, where = self.rt.call(session.ws.pid, ("positions",), timeout=5)
+                at = self.rt.call(session.ws.pid, sp.Positions(), timeout=5)
+                floor, where = at.floor, at.positions
             except RuntimeErrorBase:
                 continue
             out[session.no] = (floor, {session.gid(wid): rev for wid, rev in where.items()})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sediment.actors.kv import admission as adm
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.node_protocol import Admit
 from sediment.actors.kv.watcher import watcher
@@ -33,8 +34,8 @@ async def _node_ahead(ctx: Process) -> None:
 async def _create_from_now(ctx: Process) -> Any:
     node = await ctx.spawn(_node_ahead)
     session = await ctx.spawn(watcher, node, node, SESSION_COMMITTED, 0, 100, 600.0)
-    created = await ctx.call(session, ("create", wp.CreateWatch(b"k", None, 0)), timeout=30)
-    ctx.send(session, ("close",))
+    created = await ctx.call(session, wp.CreateWatch(b"k", None, 0), timeout=30)
+    ctx.send(session, sp.Close())
     return created
 
 

@@ -18,9 +18,9 @@ from log_helpers import put_mixed
 from runtime_helpers import eventually
 
 from sediment.actors.log.shell.cluster import start_log_cluster, status
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name, segwriter_name, wal_name, worker_name
 from sediment.actors.log.shell.protocol import CompactLog, Found, GetKey
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.storage.failpoints import (
     COMPACTION_FAILPOINTS,
     SEGMENT_FAILPOINTS,

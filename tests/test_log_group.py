@@ -12,6 +12,7 @@ from log_helpers import put_mixed
 from runtime_helpers import eventually
 
 from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import (
     CompactLog,
@@ -21,7 +22,6 @@ from sediment.actors.log.shell.protocol import (
     LogCompacted,
     Subscribe,
 )
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import CallError
 
 

@@ -15,6 +15,7 @@ from runtime_helpers import collector, eventually
 
 from sediment.actors.log.raft.types import ConfChange, Membership
 from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.members import (
     ChangeRefused,
     MemberPlacementError,
@@ -35,7 +36,6 @@ from sediment.actors.log.shell.protocol import (
     Propose,
     Refused,
 )
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
 from sediment.runtime.process import Process

@@ -48,6 +48,7 @@ from sediment.actors.spark.bridge import (
     run_inline,
     spark_bridge,
 )
+from sediment.actors.spark.bridge_protocol import JobFailed, Merge, Merged, Stop, Stopped
 from sediment.actors.spark.session import SparkSettings, spark_configs
 from sediment.runtime import api
 from sediment.runtime.process import Process
@@ -403,10 +404,10 @@ async def busy_client(ctx: Process, first: MergeRequest, second: MergeRequest,
                       third: MergeRequest) -> tuple[Any, ...]:
     before = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
     loop = asyncio.get_running_loop()
-    running = loop.create_task(ctx.call(BRIDGE_NAME, ("merge", first), timeout=600))
-    queued = loop.create_task(ctx.call(BRIDGE_NAME, ("merge", second), timeout=600))
+    running = loop.create_task(ctx.call(BRIDGE_NAME, Merge(first), timeout=600))
+    queued = loop.create_task(ctx.call(BRIDGE_NAME, Merge(second), timeout=600))
     await ctx.sleep(1.0)
-    refused = await ctx.call(BRIDGE_NAME, ("merge", third), timeout=10)
+    refused = await ctx.call(BRIDGE_NAME, Merge(third), timeout=10)
     during = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
     results = (await running, await queued)
     after = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
@@ -428,21 +429,21 @@ def test_bridge_serves_status_while_a_job_runs_and_bounds_its_queue(
             busy_client, request(root, metas, "S0-L2-x"),
             request(root, metas[:1], "S0-L2-y"), request(root, metas, "S0-L2-z"),
             timeout=120)
-    assert before == ("ok", BridgeStatus("not started", None, 0, 0, 0, 0))
-    assert refused[0] == "error" and isinstance(refused[1], BridgeBusy)
-    assert during == ("ok", BridgeStatus("not started", "S0-L2-x", 1, 0, 0, 1))
-    assert results[0] == ("ok", expected)
-    assert results[1][0] == "ok" and results[1][1].id == "S0-L2-y"
-    assert after == ("ok", BridgeStatus("running", None, 0, 2, 0, 1))
+    assert before == BridgeStatus("not started", None, 0, 0, 0, 0)
+    assert isinstance(refused, JobFailed) and isinstance(refused.error, BridgeBusy)
+    assert during == BridgeStatus("not started", "S0-L2-x", 1, 0, 0, 1)
+    assert results[0] == Merged(expected)
+    assert isinstance(results[1], Merged) and results[1].result.id == "S0-L2-y"
+    assert after == BridgeStatus("running", None, 0, 2, 0, 1)
     assert sessions.started == 1  # started lazily, once, and reused
 
 
 async def careful_client(ctx: Process, good: MergeRequest,
                          missing: MergeRequest) -> tuple[Any, ...]:
     answers = [await ctx.call(BRIDGE_NAME, bad, timeout=10) for bad in (
-        ("merge", "not a request"), ("frobnicate",), "status",
-        ("merge", replace(good, level=-1)), ("merge", replace(good, sources=())),
-        ("merge", replace(good, block_id="../escape")))]
+        Merge("not a request"), ("frobnicate",), "status",
+        Merge(replace(good, level=-1)), Merge(replace(good, sources=())),
+        Merge(replace(good, block_id="../escape")))]
     try:
         await merge_via_bridge(ctx, missing, 60)
         failure: BaseException | None = None
@@ -450,7 +451,7 @@ async def careful_client(ctx: Process, good: MergeRequest,
         failure = exc
     meta = await merge_via_bridge(ctx, good, 60)
     status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
-    stopped = await ctx.call(BRIDGE_NAME, ("stop",), timeout=60)
+    stopped = await ctx.call(BRIDGE_NAME, Stop(), timeout=60)
     return answers, failure, meta, status, stopped
 
 
@@ -467,26 +468,26 @@ def test_bridge_answers_bad_requests_and_failures_with_typed_errors(
             request(tmp_path, [metas[0], gone], "S0-L2-no"), timeout=120)
         assert rt.whereis(BRIDGE_NAME) is None
         assert rt.exit_reason(pid) == "normal"
-    assert [kind for kind, _ in answers] == ["error"] * 6
-    assert all(isinstance(error, BadBridgeRequest) for _, error in answers)
+    assert all(isinstance(a, JobFailed) for a in answers) and len(answers) == 6
+    assert all(isinstance(a.error, BadBridgeRequest) for a in answers)
     assert isinstance(failure, MissingBlock) and failure.block_id == "S0-L1-gone"
     assert blk.table_rows(blk.read_block(str(tmp_path), meta)) == [
         Row(1, b"a", b"1"), Row(2, b"b", b"2")]
     assert not os.path.exists(blk.block_path(str(tmp_path), SHARD, "S0-L2-no"))
-    assert status == ("ok", BridgeStatus("running", None, 0, 1, 1, 6))
-    assert stopped == ("ok", "stopped")
+    assert status == BridgeStatus("running", None, 0, 1, 1, 6)
+    assert stopped == Stopped()
     assert (sessions.started, sessions.stopped) == (1, 1)
 
 
 async def stopping_client(ctx: Process, first: MergeRequest,
                           second: MergeRequest) -> tuple[Any, ...]:
     loop = asyncio.get_running_loop()
-    running = loop.create_task(ctx.call(BRIDGE_NAME, ("merge", first), timeout=600))
-    queued = loop.create_task(ctx.call(BRIDGE_NAME, ("merge", second), timeout=600))
+    running = loop.create_task(ctx.call(BRIDGE_NAME, Merge(first), timeout=600))
+    queued = loop.create_task(ctx.call(BRIDGE_NAME, Merge(second), timeout=600))
     await ctx.sleep(1.0)
-    stopping = loop.create_task(ctx.call(BRIDGE_NAME, ("stop",), timeout=600))
+    stopping = loop.create_task(ctx.call(BRIDGE_NAME, Stop(), timeout=600))
     await ctx.sleep(1.0)
-    late = await ctx.call(BRIDGE_NAME, ("merge", second), timeout=10)
+    late = await ctx.call(BRIDGE_NAME, Merge(second), timeout=10)
     status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
     return await running, await queued, late, status, await stopping
 
@@ -501,10 +502,10 @@ def test_stop_refuses_queued_jobs_and_lets_the_running_one_answer(
         running, queued, late, status, stopped = rt.run(
             stopping_client, request(tmp_path, metas, "S0-L2-a"),
             request(tmp_path, metas, "S0-L2-b"), timeout=120)
-    assert running[0] == "ok" and running[1].id == "S0-L2-a"
-    assert queued[0] == "error" and isinstance(queued[1], BridgeStopped)
-    assert late[0] == "error" and isinstance(late[1], BridgeStopped)
-    assert status == ("ok", BridgeStatus("stopping", "S0-L2-a", 0, 0, 0, 2))
-    assert stopped == ("ok", "stopped")
+    assert isinstance(running, Merged) and running.result.id == "S0-L2-a"
+    assert isinstance(queued, JobFailed) and isinstance(queued.error, BridgeStopped)
+    assert isinstance(late, JobFailed) and isinstance(late.error, BridgeStopped)
+    assert status == BridgeStatus("stopping", "S0-L2-a", 0, 0, 0, 2)
+    assert stopped == Stopped()
     assert (sessions.started, sessions.stopped) == (1, 1)
     assert not os.path.exists(blk.block_path(str(tmp_path), SHARD, "S0-L2-b"))

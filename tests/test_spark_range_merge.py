@@ -38,6 +38,7 @@ from sediment.actors.spark.bridge import (
     run_inline,
     spark_bridge,
 )
+from sediment.actors.spark.bridge_protocol import JobFailed, MergeRanges, Stop, Stopped
 from sediment.actors.spark.session import SparkSettings, spark_configs
 from sediment.runtime import api
 from sediment.runtime.process import Process
@@ -146,12 +147,12 @@ def test_a_spark_failure_is_merge_failed(spark: Any, tmp_path: Path) -> None:
 
 
 async def ranges_client(ctx: Process, good: RangeMergeRequest) -> tuple[Any, ...]:
-    refused = await ctx.call(BRIDGE_NAME, ("merge_ranges", "not a request"), timeout=10)
-    bad_path = await ctx.call(BRIDGE_NAME, ("merge_ranges", RangeMergeRequest(
+    refused = await ctx.call(BRIDGE_NAME, MergeRanges("not a request"), timeout=10)
+    bad_path = await ctx.call(BRIDGE_NAME, MergeRanges(RangeMergeRequest(
         good.root, good.repo, good.base_id, "/etc/passwd", good.rule)), timeout=10)
     result = await merge_ranges_via_bridge(ctx, good, 600)
     status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
-    stopped = await ctx.call(BRIDGE_NAME, ("stop",), timeout=60)
+    stopped = await ctx.call(BRIDGE_NAME, Stop(), timeout=60)
     return refused, bad_path, result, status, stopped
 
 
@@ -167,9 +168,9 @@ def test_the_bridge_runs_metarange_merges(spark: Any, tmp_path: Path) -> None:
         refused, bad_path, result, status, stopped = rt.run(
             ranges_client, RangeMergeRequest(str(tmp_path / "spark"), R, base, path, RULE),
             timeout=600)
-    assert refused[0] == "error" and isinstance(refused[1], BadBridgeRequest)
-    assert bad_path[0] == "error" and "scratch" in str(bad_path[1])
+    assert isinstance(refused, JobFailed) and isinstance(refused.error, BadBridgeRequest)
+    assert isinstance(bad_path, JobFailed) and "scratch" in str(bad_path.error)
     assert isinstance(result, RangeMergeResult)
     assert (result.metarange_id, result.stats) == want and result.spans >= 2
-    assert status[1].completed == 1 and status[1].refused == 2
-    assert stopped == ("ok", "stopped") and stops == [1]
+    assert status.completed == 1 and status.refused == 2
+    assert stopped == Stopped() and stops == [1]

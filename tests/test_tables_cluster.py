@@ -29,6 +29,7 @@ from sediment.actors.tables.errors import (
     UnknownTransaction,
     WriteConflict,
 )
+from sediment.actors.tables.node_protocol import Write
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 
 COLUMNS = [("k", "int", False), ("v", "str")]
@@ -111,7 +112,7 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(cluster: TablesCluster) 
     with pytest.raises(InvalidRow):
         tx.insert("T", {"v": "no key"})
     with pytest.raises(UnknownTransaction):
-        c.call("n1", ("write", "n1:0:999", "T", {"k": 1}))
+        c.call("n1", Write("n1:0:999", "T", {"k": 1}))
     with pytest.raises(InvalidCommand):
         c.call("n1", ("bogus",))
     tx.insert("T", {"k": 9, "v": "nine"})

@@ -21,6 +21,7 @@ from sediment.actors.tables import partition
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import IndexNotAvailable
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
+from sediment.actors.tables.node_protocol import RoGet
 from sediment.actors.tables.partition_machine import FlushCmd, IndexLookup, PartitionMachine
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 
@@ -140,7 +141,7 @@ def test_a_lookup_sees_writes_after_the_backfill_at_every_timestamp(
     upsert(c, "n1", *((k, k % 3) for k in range(6)))  # v=2: k 2, 5
     c.create_index("T_v", "T", ["v"])
     c.wait_index_available("T_v")
-    before = c.call("n1", ("ro_get", "T", (0,), None))[2]  # a read's timestamp
+    before = c.read("n1", RoGet("T", (0,), None))[1]  # a read's timestamp
     assert keys(c.lookup("T_v", [2])) == [2, 5]
     upsert(c, "n2", (1, 2), (10, 2), (2, None))  # k1 1 -> 2, k10 new, k2 deleted
     upsert(c, "n3", (5, 0))  # k5 2 -> 0

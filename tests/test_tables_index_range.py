@@ -29,6 +29,7 @@ from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import IndexNotAvailable
 from sediment.actors.tables.index_range import IndexRange
 from sediment.actors.tables.mvcc import PartitionRows, WriteIntent
+from sediment.actors.tables.node_protocol import RoGet
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 
 # ---- the core -----------------------------------------------------------------------
@@ -97,7 +98,7 @@ def test_range_and_prefix_lookups_in_index_order_at_every_timestamp(
     upsert(c, "n1", (1, 3, "x"), (2, 5, "y"), (3, 5, "a"), (4, 8, "z"), (5, None, "n"))
     c.create_index("T_ab", "T", ["a", "b"])
     c.wait_index_available("T_ab")
-    before = c.call("n1", ("ro_get", "T", (1,), None))[2]  # a read's timestamp
+    before = c.read("n1", RoGet("T", (1,)))[1]  # a read's timestamp
     upsert(c, "n2", (6, 5, "b"), (1, 6, "x"))  # a new row, and row 1 moves 3 -> 6
     upsert(c, "n3", (4, None, None))  # row 4 leaves the range
     for node in c.nodes:

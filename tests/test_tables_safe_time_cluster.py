@@ -19,6 +19,7 @@ from sediment.actors.tables import node_safe_time as nst
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.cluster import TEST_LWM, TablesCluster
 from sediment.actors.tables.errors import SafeTimeUnavailable
+from sediment.actors.tables.node_protocol import RoGet
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 
 NODES = frozenset({"a", "b", "c"})
@@ -72,7 +73,7 @@ def skewed(tmp_path: Path) -> Iterator[TablesCluster]:
 def test_a_read_waits_for_a_slow_clock_instead_of_missing_its_commit(
         skewed: TablesCluster, key: int) -> None:
     c = skewed
-    _, rows, read_ts = c.call("n1", ("ro_get", "T", (key,), None))
+    rows, read_ts = c.read("n1", RoGet("T", (key,), None))
     assert rows == [] or rows[0][1] is None
     # n2 coordinates a commit right after: its clock alone would stamp it 1.5 s below
     # the read; the read waited until n2's clock passed its timestamp

@@ -43,6 +43,7 @@ from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import named_pids
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, table_node_name
+from sediment.actors.tables.node_protocol import LwmChanged, LwmNow, MinTimesAsk, SubscribeLwm
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, Down
@@ -104,7 +105,7 @@ class _Coordinator:
         pid = self.members.get(node) or await ctx.whereis(table_node_name(node))
         if pid is None:
             return cc.MinTimesFailed(e.iteration, node, "not running")
-        ctx.send(pid, ("min_times", MinTimesRequest(e.iteration, self.me), ctx.self()))
+        ctx.send(pid, MinTimesAsk(MinTimesRequest(e.iteration, self.me), ctx.self()))
         return None
 
     def propagate(self, e: cc.PropagateTxTime) -> None:
@@ -144,10 +145,9 @@ class _Coordinator:
                 self.members[node] = pid
                 self.monitors[self.ctx.monitor(pid)] = node
                 if node == self.me:  # our node's low watermark, again after its restart
-                    _, lwm = await self.ctx.call(pid, ("subscribe_lwm", self.ctx.self()),
-                                                 timeout=10)
-                    if isinstance(lwm, HybridTimestamp):
-                        self.lwm = lwm
+                    reply = await self.ctx.call(pid, SubscribeLwm(self.ctx.self()), timeout=10)
+                    if isinstance(reply, LwmNow) and isinstance(reply.lwm, HybridTimestamp):
+                        self.lwm = reply.lwm
         await self.step(cc.TopologyChanged(frozenset(self.members)))
 
     def status(self) -> dict[str, Any]:
@@ -176,10 +176,10 @@ async def coordinator_process(ctx: Process, config: CoordinatorProcessConfig, te
 async def _events(c: _Coordinator, msg: Any) -> list[cc.Event]:
     """The core's events of one message (none for a call, a probe runs its own step)."""
     ctx = c.ctx
-    if isinstance(msg, tuple) and len(msg) == 2 and msg[0] == "lwm_changed":
-        return [cc.LowWatermarkChanged(msg[1], c.now_ms())]
-    if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[1], MinTimesReply):
-        return [cc.MinTimesReceived(msg[1])]
+    if isinstance(msg, LwmChanged):
+        return [cc.LowWatermarkChanged(msg.lwm, c.now_ms())]
+    if isinstance(msg, MinTimesReply):
+        return [cc.MinTimesReceived(msg)]
     if isinstance(msg, cc.TimerFired):
         return [msg]
     if isinstance(msg, TaskDone):

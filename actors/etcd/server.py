@@ -40,9 +40,9 @@ from sediment.actors.kv.errors import ErrLeaseNotFound
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import LeaseCheckpoint, LeaseRevoke
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import LeaderChanged, Subscribe
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.process import Process

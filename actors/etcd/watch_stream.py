@@ -3,7 +3,7 @@
 The stream opens a watcher session on this node's KV node (`watcher.py`, owned by the
 server process and closed when the stream ends) and runs two loops: the reader turns
 each WatchRequest into a call of the session (create, cancel, progress) in the order the
-client sent them; the pump pulls the session's responses ("next") and queues them for
+client sent them; the pump pulls the session's responses (`Next`) and queues them for
 the writer. Everything a client sees is etcd's (3.4 `v3rpc/watch.go`):
 
 - create: `created` with the watch id; a bad request `created` + `canceled` with watch
@@ -34,6 +34,7 @@ import grpc
 from sediment import log
 from sediment.actors.etcd.pb import kv_pb2 as _kv_pb2
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
 from sediment.actors.kv.names import kv_node_name
@@ -139,7 +140,7 @@ class _Stream:
 
     def close(self) -> None:
         if self.session is not None and hasattr(self.session, "node"):
-            self.s.ctx.send(self.session, ("close",))
+            self.s.ctx.send(self.session, sp.Close())
             self.session = None
 
     # -- client -> session --------------------------------------------------------
@@ -151,9 +152,9 @@ class _Stream:
                 if which == "create_request":
                     await self._create(request.create_request)
                 elif which == "cancel_request":
-                    await self._call(("cancel", request.cancel_request.watch_id))
+                    await self._call(wp.CancelWatch(request.cancel_request.watch_id))
                 elif which == "progress_request":
-                    await self._call(("progress",))
+                    await self._call(wp.RequestProgress())
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as err:  # noqa: BLE001 - a broken stream ends this stream only
@@ -187,7 +188,7 @@ class _Stream:
                                  c.progress_notify)
         self.creating += 1
         try:
-            answer = await self._call(("create", request))
+            answer = await self._call(request)
         finally:
             self.creating -= 1
         if isinstance(answer, wp.Created):
@@ -201,8 +202,8 @@ class _Stream:
                                              created=True))
             await self._put(self._canceled(answer))
         elif answer is not None:
-            error = answer.error if isinstance(answer, wp.Rejected) else answer
-            reason = str(error[1] if isinstance(error, tuple) else error)
+            error = answer.error if isinstance(answer, wp.Rejected | sp.SessionError) else answer
+            reason = str(error)
             await self._put(pb.WatchResponse(header=header(0), watch_id=-1, created=True,
                                              canceled=True, cancel_reason=reason))
         if not self.creating and self.held:
@@ -226,17 +227,17 @@ class _Stream:
 
     async def _pump(self) -> None:
         while self.failed is None:
-            reply = await self._call(("next", PULL_WAIT))
+            reply = await self._call(sp.Next(PULL_WAIT))
             if reply is None:
                 return
-            for response in reply[-1]:
+            for response in reply.responses:
                 for out in self._responses(response):
                     if self.creating and out.watch_id not in self.watches:
                         self.held.append(out)  # its Created is not written yet
                     else:
                         await self._put(out)
-            if reply[0] == "closed":
-                self._fail(f"etcdserver: watch stream closed ({reply[1]}): the client "
+            if isinstance(reply, sp.Closed):
+                self._fail(f"etcdserver: watch stream closed ({reply.reason}): the client "
                            "fell too far behind; watch again from the next revision")
                 return
 

@@ -61,9 +61,9 @@ from sediment.actors.kv.types import (
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.kv.watch_session import Watch, WatchCanceled, WatchSession
 from sediment.actors.log.shell.cluster import GroupClient, node_children
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime import api
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid

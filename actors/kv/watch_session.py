@@ -1,8 +1,8 @@
 """A watcher session as the Python client drives it: many watches in one session, one
 ordered stream of responses, polled (`Client.watch` / `Client.session` open them).
 
-The session process is `watcher.py`'s; this side only calls it: ("create",
-CreateWatch), ("next", max_wait), ("progress",), ("cancel", id), ("close",).
+The session process is `watcher.py`'s; this side only calls it (`session_protocol.py`):
+`CreateWatch`, `Next(max_wait)`, `RequestProgress()`, `CancelWatch(id)`, `Close()`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import KvError
 from sediment.runtime.errors import CallError
@@ -32,7 +33,7 @@ class WatchSession:
               progress_notify: bool = False) -> Watch:
         request = wp.CreateWatch(key, range_end, start_revision, None, prev_kv, no_put,
                                  no_delete, progress_notify)
-        answer = self.rt.call(self.pid, ("create", request), timeout=30)
+        answer = self.rt.call(self.pid, request, timeout=30)
         if isinstance(answer, wp.Rejected):
             raise answer.error
         if isinstance(answer, wp.Canceled):
@@ -43,18 +44,17 @@ class WatchSession:
 
     def poll(self, max_wait: float = 1.0) -> list[Any]:
         """Every response the session has for its watches now (waiting up to max_wait)."""
-        reply = self.rt.call(self.pid, ("next", max_wait), timeout=max_wait + 30)
-        if reply[0] == "closed":
-            self.closed = reply[1]
-            return list(reply[2])
-        return list(reply[1])
+        reply = self.rt.call(self.pid, sp.Next(max_wait), timeout=max_wait + 30)
+        if isinstance(reply, sp.Closed):
+            self.closed = reply.reason
+        return list(reply.responses)
 
     def request_progress(self) -> None:
-        self.rt.call(self.pid, ("progress",), timeout=30)
+        self.rt.call(self.pid, wp.RequestProgress(), timeout=30)
 
     def close(self) -> None:
         with contextlib.suppress(CallError):
-            self.rt.call(self.pid, ("close",), timeout=30)
+            self.rt.call(self.pid, sp.Close(), timeout=30)
 
 
 class WatchCanceled(KvError):
@@ -84,7 +84,7 @@ class Watch:
         return mine
 
     def cancel(self) -> Any:
-        return self.session.rt.call(self.session.pid, ("cancel", self.id), timeout=30)
+        return self.session.rt.call(self.session.pid, wp.CancelWatch(self.id), timeout=30)
 
 
 __all__ = ["Watch", "WatchCanceled", "WatchSession"]

@@ -6,16 +6,14 @@ one place that decides admission against compaction notices) before the core see
 reads history from the local machine for replays, and reports each watch's position back
 to the node so the cluster minimum (and so compaction) can move on.
 
-The client pulls: ("next", max_wait) answers every response queued so far (waiting up to
+The client pulls: `Next(max_wait)` answers every response queued so far (waiting up to
 max_wait for the first), and pulling is the acknowledgement the core's flow control
 counts. A client that stops pulling while events keep coming gets the stream closed
-(never a gap). Calls: ("create", CreateWatch), ("cancel", watch_id), ("progress",),
-("next", max_wait), ("close",), and ("positions",) -> ("ok", committed, floor, {watch id:
-next needed revision}) for checkers that compare the watches with committed compactions.
-A plain ("close",) message closes it too (a client giving up on a session it cannot
-reach still frees it), and a session opened for an owner process ends when the owner
-does: a session nobody can pull from would otherwise hold its watches, and so the
-cluster's compaction, back for good.
+(never a gap). The calls and their answers: `session_protocol.py`. A plain `Close()`
+message closes it too (a client giving up on a session it cannot reach still frees it),
+and a session opened for an owner process ends when the owner does: a session nobody
+can pull from would otherwise hold its watches, and so the cluster's compaction, back
+for good.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from typing import Any
 from sediment import log
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import reads
+from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_core as wc
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, KvError
@@ -53,7 +52,7 @@ class _Watcher:
     raft: Pid
     driver: WatchDriver  # the core's state and the events still to step
     outbox: list[Any] = field(default_factory=list)
-    parked: Any = None  # the From of a waiting ("next") call
+    parked: Any = None  # the From of a waiting `Next` call
     reported: dict[int, int] = field(default_factory=dict)
     tick_at: float | None = None
     closed: str | None = None
@@ -101,7 +100,7 @@ async def watcher(ctx: Process, node: Pid, raft: Pid, committed: int, floor: int
         _schedule_tick(w)
     kv_metrics.watch_session_closed(ctx.self().node, w.closed)
     if w.parked is not None:
-        ctx.reply(w.parked, ("closed", w.closed, _take(w)))
+        ctx.reply(w.parked, sp.Closed(w.closed, _take(w)))
 
 
 async def _handle(w: _Watcher, msg: Any) -> None:
@@ -111,7 +110,7 @@ async def _handle(w: _Watcher, msg: Any) -> None:
         w.driver.post(event)
     elif isinstance(msg, NewFloor):
         w.driver.post(wp.FloorRaised(msg.revision))
-    elif msg == ("close",):
+    elif isinstance(msg, sp.Close):
         w.closed = "client"
     elif isinstance(msg, Call):
         await _on_call(w, msg)
@@ -129,37 +128,35 @@ async def _handle(w: _Watcher, msg: Any) -> None:
 
 async def _on_call(w: _Watcher, call: Call) -> None:
     ctx, req = w.ctx, call.request
-    kind = req[0] if isinstance(req, tuple) and req else req
-    if kind == "create":
-        ctx.reply(call.from_, await _create(w, req[1]))
-    elif kind == "cancel":
-        effects = await _step(w, wp.CancelWatch(req[1]))
+    if isinstance(req, wp.CreateWatch):
+        ctx.reply(call.from_, await _create(w, req))
+    elif isinstance(req, wp.CancelWatch):
+        effects = await _step(w, req)
         ctx.reply(call.from_, _answer(effects, wp.Canceled))
-    elif kind == "progress":
+    elif isinstance(req, wp.RequestProgress):
         await _step(w, wp.RequestProgress())
-        ctx.reply(call.from_, ("ok",))
-    elif kind == "next":
+        ctx.reply(call.from_, sp.Acked())
+    elif isinstance(req, sp.Next):
         if w.parked is not None:  # one reader per session: the older call gets nothing
             _answer_parked(w, [])
-        if w.outbox or req[1] <= 0:
-            ctx.reply(call.from_, ("ok", _take(w)))
+        if w.outbox or req.max_wait <= 0:
+            ctx.reply(call.from_, sp.Responses(_take(w)))
         else:
-            ctx.send_after(req[1], ctx.self(), _NextTimeout(call.from_))
+            ctx.send_after(req.max_wait, ctx.self(), _NextTimeout(call.from_))
             w.parked = call.from_
-    elif kind == "positions":
-        ctx.reply(call.from_, ("ok", w.state.committed, w.state.floor, wc.positions(w.state)))
-    elif kind == "close":
+    elif isinstance(req, sp.Positions):
+        ctx.reply(call.from_, sp.SessionPositions(w.state.committed, w.state.floor,
+                                                  wc.positions(w.state)))
+    elif isinstance(req, sp.Close):
         w.closed = "client"
-        ctx.reply(call.from_, ("ok", _take(w)))
+        ctx.reply(call.from_, sp.Responses(_take(w)))
     else:
-        ctx.reply(call.from_, ("error", ("unknown_request", req)))
+        ctx.reply(call.from_, sp.SessionError(("unknown_request", req)))
 
 
-async def _create(w: _Watcher, request: Any) -> Any:
+async def _create(w: _Watcher, request: wp.CreateWatch) -> Any:
     """Admission at the node first (it also resolves "from now"), then the core. The
-    request came off the wire: anything but a CreateWatch is answered with an error."""
-    if not isinstance(request, wp.CreateWatch):
-        return ("error", "create needs a CreateWatch")
+    request came off the wire: its fields are checked by the core."""
     wid = request.watch_id if request.watch_id is not None else _free_id(w)
     if wid in w.state.watches:
         effects = await _step(w, request)
@@ -170,7 +167,7 @@ async def _create(w: _Watcher, request: Any) -> Any:
     if isinstance(verdict, ErrCompacted):
         return wp.Canceled(wid, "compacted", verdict.compact_revision)
     if not hasattr(verdict, "start_revision"):
-        return ("error", verdict)
+        return sp.SessionError(verdict)
     asked = replace(request, watch_id=wid,
                     start_revision=start if start < 0 else verdict.start_revision)
     effects = await _step(w, asked)
@@ -245,7 +242,7 @@ def _cut(f: wp.FetchHistory, events: tuple[Any, ...]) -> wp.HistoryFetched:
 
 
 def _answer_parked(w: _Watcher, responses: list[Any]) -> None:
-    w.ctx.reply(w.parked, ("ok", responses))
+    w.ctx.reply(w.parked, sp.Responses(responses))
     w.parked = None
 
 
@@ -262,7 +259,7 @@ def _answer(effects: list[Any], *kinds: type) -> Any:
     for effect in effects:
         if isinstance(effect, kinds):
             return effect
-    return ("ok",)
+    return sp.Acked()
 
 
 def _report(w: _Watcher) -> None:

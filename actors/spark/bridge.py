@@ -2,19 +2,20 @@
 
 Why a process: a Spark-on-Ray session costs 20-40 s and ~2 GB to start (DESIGN.md §7),
 so the cluster keeps one, started lazily by the first job and reused by every later one,
-and compaction workers reach it by name (`BRIDGE_NAME`) with a call:
+and compaction workers reach it by name (`BRIDGE_NAME`) with a call
+(`bridge_protocol.py`):
 
-- ("merge", MergeRequest) -> ("ok", BlockMeta) | ("error", typed exception). A bad
+- `Merge(MergeRequest)` -> `Merged(BlockMeta)` | `JobFailed(typed exception)`. A bad
   request is answered at once (BadBridgeRequest); a merge that fails (a missing or
   corrupt source, a conflict, Spark itself) is answered with the merge's typed error and
   counted as a failure; nothing replaces the sources either way (`merge_job`).
-- ("merge_ranges", RangeMergeRequest) -> ("ok", RangeMergeResult) | ("error", typed
-  exception): the branch tier's metarange merge as spans (`branches/spark_merge.py`),
+- `MergeRanges(RangeMergeRequest)` -> `Merged(RangeMergeResult)` | `JobFailed(typed
+  exception)`: the branch tier's metarange merge as spans (`branches/spark_merge.py`),
   in the same session and queue.
-- ("status",) -> ("ok", BridgeStatus), answered while a job runs: the job runs off the
+- ("status",) -> a `BridgeStatus`, answered while a job runs: the job runs off the
   process's loop (`offload`, default `asyncio.to_thread`), so the mailbox keeps moving.
-- ("stop",) -> ("ok", "stopped"): queued jobs are refused (BridgeStopped), the running
-  one is cancelled in Spark and answered, the session is stopped, the process ends.
+- `Stop()` -> `Stopped()`: queued jobs are refused (BridgeStopped), the running one is
+  cancelled in Spark and answered, the session is stopped, the process ends.
 
 One job at a time: Spark parallelises inside a job, and the session is sized for one.
 Up to `max_queued` more wait in order; beyond that a request is refused (BridgeBusy)
@@ -41,6 +42,15 @@ from sediment.actors.branches.span_merge import (
     check_range_request,
 )
 from sediment.actors.spark import session as spark_session_module
+from sediment.actors.spark.bridge_protocol import (
+    JobFailed,
+    JobOutcome,
+    Merge,
+    Merged,
+    MergeRanges,
+    Stop,
+    Stopped,
+)
 from sediment.actors.spark.merge_job import SparkMergeFailed, spark_merge
 from sediment.actors.spark.session import SparkSettings, SparkUnavailable
 from sediment.log import get_logger
@@ -154,7 +164,7 @@ class _JobDone:
     """The running job's outcome, posted to the bridge's own mailbox."""
 
     serial: int
-    outcome: tuple[str, Any]
+    outcome: JobOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +260,7 @@ async def spark_bridge(ctx: Process, settings: SparkSettings | None = None,
                        max_queued: int = DEFAULT_MAX_QUEUED,
                        offload: Offload | None = None, job_timeout: float = 900.0,
                      health_interval: float = 5.0) -> None:
-    """Process entry: register as `BRIDGE_NAME` and serve merges until ("stop",).
+    """Process entry: register as `BRIDGE_NAME` and serve merges until `Stop()`.
 
     `session_factory(settings)` gives the session (default `session.spark_session`,
     Spark on Ray); `session_stopper()` ends it (default `session.stop_spark`); tests
@@ -288,14 +298,13 @@ async def spark_bridge(ctx: Process, settings: SparkSettings | None = None,
 
 def _on_call(ctx: Process, bridge: _Bridge, call: Call) -> None:
     request = call.request
-    kind = request[0] if isinstance(request, tuple) and request else None
-    if kind == "status" and len(request) == 1:
-        ctx.reply(call.from_, ("ok", bridge.status()))
-    elif kind == "merge" and len(request) == 2:
-        _on_merge(ctx, bridge, call.from_, request[1], check_request)
-    elif kind == "merge_ranges" and len(request) == 2:
-        _on_merge(ctx, bridge, call.from_, request[1], check_range_request)
-    elif kind == "stop" and len(request) == 1:
+    if request == ("status",):
+        ctx.reply(call.from_, bridge.status())
+    elif isinstance(request, Merge):
+        _on_merge(ctx, bridge, call.from_, request.request, check_request)
+    elif isinstance(request, MergeRanges):
+        _on_merge(ctx, bridge, call.from_, request.request, check_range_request)
+    elif isinstance(request, Stop):
         _on_stop(ctx, bridge, call.from_)
     else:
         _refuse(ctx, bridge, call.from_, BadBridgeRequest(f"unknown request {request!r:.200}"))
@@ -305,7 +314,7 @@ def _refuse(ctx: Process, bridge: _Bridge, from_: CallRef, error: BridgeError) -
     bridge.refused += 1
     MERGES.inc(tags={"outcome": "refused"})
     _log.warning("spark bridge refused a request", error=str(error))
-    ctx.reply(from_, ("error", error))
+    ctx.reply(from_, JobFailed(error))
 
 
 def _on_merge(ctx: Process, bridge: _Bridge, from_: CallRef, request: Any,
@@ -331,9 +340,9 @@ def _start(ctx: Process, bridge: _Bridge, from_: CallRef, request: AnyRequest) -
 
     async def run() -> None:
         try:
-            outcome: tuple[str, Any] = ("ok", await bridge.offload(job))
+            outcome: JobOutcome = Merged(await bridge.offload(job))
         except Exception as exc:  # noqa: BLE001 - every failure is answered, typed
-            outcome = ("error", _typed(exc))
+            outcome = JobFailed(_typed(exc))
         ctx.send(ctx.self(), _JobDone(serial, outcome))
 
     task = asyncio.get_running_loop().create_task(run())
@@ -380,16 +389,16 @@ def _on_done(ctx: Process, bridge: _Bridge, done: _JobDone) -> None:
         return
     bridge.running = None
     request = running.request
-    kind, value = done.outcome
-    if kind == "ok":
+    outcome = done.outcome
+    if isinstance(outcome, Merged):
         bridge.completed += 1
         MERGES.inc(tags={"outcome": "ok"})
-        _log.info("spark merge finished", block=_label(request), rows=_size(value))
+        _log.info("spark merge finished", block=_label(request), rows=_size(outcome.result))
     else:
         bridge.failed += 1
         MERGES.inc(tags={"outcome": "failed"})
         _log.error("spark merge failed", block=_label(request),
-                   error=f"{type(value).__name__}: {value}")
+                   error=f"{type(outcome.error).__name__}: {outcome.error}")
     ctx.reply(running.from_, done.outcome)
     if bridge.queue and bridge.stop_from is None:
         next_from, next_request = bridge.queue.popleft()
@@ -398,7 +407,7 @@ def _on_done(ctx: Process, bridge: _Bridge, done: _JobDone) -> None:
 
 def _on_stop(ctx: Process, bridge: _Bridge, from_: CallRef) -> None:
     if bridge.stop_from is not None:
-        ctx.reply(from_, ("error", BridgeStopped("the Spark bridge is already stopping")))
+        ctx.reply(from_, JobFailed(BridgeStopped("the Spark bridge is already stopping")))
         return
     bridge.stop_from = from_
     while bridge.queue:
@@ -421,7 +430,7 @@ async def _stop(ctx: Process, bridge: _Bridge) -> None:
         bridge.spark = None
     _log.info("spark bridge stopped", completed=bridge.completed, failed=bridge.failed)
     if bridge.stop_from is not None:
-        ctx.reply(bridge.stop_from, ("ok", "stopped"))
+        ctx.reply(bridge.stop_from, Stopped())
 
 
 async def merge_via_bridge(ctx: Process, request: MergeRequest,
@@ -431,13 +440,11 @@ async def merge_via_bridge(ctx: Process, request: MergeRequest,
     SparkUnavailable); CallTimeout / NoProc from the call itself. A merge whose call
     timed out may still finish: retrying with the same block id is safe (an existing
     block with the same rows is kept and returned)."""
-    reply = await ctx.call(BRIDGE_NAME, ("merge", request), timeout=timeout)
-    if isinstance(reply, tuple) and len(reply) == 2:
-        kind, value = reply
-        if kind == "ok" and isinstance(value, BlockMeta):
-            return value
-        if kind == "error" and isinstance(value, Exception):
-            raise value
+    reply = await ctx.call(BRIDGE_NAME, Merge(request), timeout=timeout)
+    if isinstance(reply, Merged) and isinstance(reply.result, BlockMeta):
+        return reply.result
+    if isinstance(reply, JobFailed) and isinstance(reply.error, Exception):
+        raise reply.error
     raise BridgeError(f"unexpected reply from the Spark bridge: {reply!r:.200}")
 
 
@@ -447,13 +454,11 @@ async def merge_ranges_via_bridge(ctx: Process, request: RangeMergeRequest,
     typed error raised (BranchesError for the merge, BridgeError for a refusal,
     SparkUnavailable); CallTimeout / NoProc from the call itself. Retrying is safe:
     every file is content-addressed and written create-if-absent."""
-    reply = await ctx.call(BRIDGE_NAME, ("merge_ranges", request), timeout=timeout)
-    if isinstance(reply, tuple) and len(reply) == 2:
-        kind, value = reply
-        if kind == "ok" and isinstance(value, RangeMergeResult):
-            return value
-        if kind == "error" and isinstance(value, Exception):
-            raise value
+    reply = await ctx.call(BRIDGE_NAME, MergeRanges(request), timeout=timeout)
+    if isinstance(reply, Merged) and isinstance(reply.result, RangeMergeResult):
+        return reply.result
+    if isinstance(reply, JobFailed) and isinstance(reply.error, Exception):
+        raise reply.error
     raise BridgeError(f"unexpected reply from the Spark bridge: {reply!r:.200}")
 
 

@@ -49,10 +49,11 @@ from sediment.actors.catalog.metastore_machine import (
     RebalancesQuery,
 )
 from sediment.actors.log.shell.cluster import GroupClient, node_children
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
+from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables import unique_build
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
 from sediment.actors.tables.index_range import IndexRange
@@ -68,6 +69,7 @@ from sediment.actors.tables.partition_members import PartitionOptions, parts_sup
 from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
 from sediment.actors.tables.recorder import Recorder, poll_replay
 from sediment.actors.tables.table_node import table_node
+from sediment.actors.tables.transaction import Transaction
 from sediment.runtime import api
 from sediment.runtime.errors import CallError, CallExit, NoProc
 from sediment.runtime.pid import Pid
@@ -179,9 +181,14 @@ class TablesCluster:
     def call(self, node: str, request: Any) -> Any:
         """A table node request; its typed error raised."""
         reply = self._call(table_node_name(node), request, self.timeout)
-        if isinstance(reply, tuple) and reply and reply[0] == "error":
-            raise reply[1]
+        if isinstance(reply, p.Failed):
+            raise reply.error
         return reply
+
+    def read(self, node: str, request: p.ReadRequest) -> tuple[list[Any], Any]:
+        """A table node read: its rows [(key, row)] and the read's timestamp."""
+        reply: p.Rows = self.call(node, request)
+        return reply.rows, reply.ts
 
     def _call(self, name: str, request: Any, timeout: float) -> Any:
         """`rt.call(name, ...)` with the pid remembered (as `named_pids.NamedPids`: a
@@ -217,15 +224,15 @@ class TablesCluster:
         deadline = self.now() + self.timeout
         while True:
             node = self.leader()
-            reply: Any = ("not_leader", None)
+            reply: Any = p.NotLeader(None)
             if node is not None:
                 try:
-                    reply = self.call(node, ("ddl", tuple(commands)))
+                    reply = self.call(node, p.Ddl(tuple(commands)))
                 except CallError:
-                    reply = ("down",)
-            if reply[0] == "ok":
-                self.recorder.version(reply[1], reply[2])
-                return reply[1], reply[2]
+                    reply = None
+            if isinstance(reply, p.DdlActive):
+                self.recorder.version(reply.version, reply.activation)
+                return reply.version, reply.activation
             if self.now() > deadline:
                 raise TimeoutError("no metastore leader took the DDL")
             self.rt.sleep(0.1)
@@ -345,15 +352,15 @@ class TablesCluster:
 
     def begin(self, node: str | None = None) -> Transaction:
         target = node or self.nodes[0]
-        _, tx_id, begin_ts, version = self.call(target, ("begin",))
-        tx = Transaction(self, target, tx_id, begin_ts, version)
-        self.recorder.begin(tx_id, begin_ts, self.now())
+        began: p.Began = self.call(target, p.Begin())
+        tx = Transaction(self, target, began.tx_id, began.ts, began.version)
+        self.recorder.begin(began.tx_id, began.ts, self.now())
         return tx
 
     def get(self, table: str, key: tuple[Any, ...], ts: HybridTimestamp | None = None,
             node: str | None = None) -> dict[str, Any] | None:
         """A read-only read of one row at `ts` (default: now)."""
-        _, rows, read_ts = self.call(node or self.nodes[0], ("ro_get", table, key, ts))
+        rows, read_ts = self.read(node or self.nodes[0], p.RoGet(table, key, ts))
         value = rows[0][1] if rows else None
         cat = self.catalog_at(read_ts, node)
         t = cat.table_named(table)
@@ -363,7 +370,7 @@ class TablesCluster:
 
     def scan(self, table: str, ts: HybridTimestamp | None = None,
              node: str | None = None) -> list[dict[str, Any]]:
-        _, rows, _ = self.call(node or self.nodes[0], ("ro_scan", table, ts))
+        rows, _ = self.read(node or self.nodes[0], p.RoScan(table, ts))
         return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
 
     def lookup(self, index: str, values: Sequence[Any], ts: HybridTimestamp | None = None,
@@ -371,8 +378,7 @@ class TablesCluster:
         """A read-only index lookup at `ts` (default: now): the rows whose indexed
         columns equal `values`, by primary key. The index must be AVAILABLE then
         (`IndexNotAvailable`)."""
-        _, rows, read_ts = self.call(node or self.nodes[0],
-                                     ("ro_lookup", index, tuple(values), ts))
+        rows, read_ts = self.read(node or self.nodes[0], p.RoLookup(index, tuple(values), ts))
         cat = self.catalog_at(read_ts, node)
         found = cat.index_named(index)
         for pk, row in rows:  # each row was read at read_ts, as a get is
@@ -389,7 +395,7 @@ class TablesCluster:
         rng = IndexRange(None if lower is None else tuple(lower),
                          None if upper is None else tuple(upper), lower_inclusive,
                          upper_inclusive)
-        _, rows, read_ts = self.call(node or self.nodes[0], ("ro_range", index, rng, ts))
+        rows, read_ts = self.read(node or self.nodes[0], p.RoRange(index, rng, ts))
         found = self.catalog_at(read_ts, node).index_named(index)
         for pk, row in rows:  # each row was read at read_ts, as a get is
             if found is not None:
@@ -481,62 +487,6 @@ class TablesCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@dataclass
-class Transaction:
-    """A read-write transaction coordinated by the table node it began on."""
-
-    cluster: TablesCluster
-    node: str
-    id: str
-    begin_ts: HybridTimestamp
-    catalog_version: int
-    outcome: str = "active"
-    commit_ts: HybridTimestamp | None = None
-
-    def insert(self, table: str, row: dict[str, Any]) -> None:
-        """Upsert the row (an intent until commit); WriteConflict aborts the transaction."""
-        self.cluster.call(self.node, ("write", self.id, table, row))
-        self.cluster.recorder.write(self.id, self._cell(table, row), row)
-
-    def delete(self, table: str, key: tuple[Any, ...]) -> None:
-        self.cluster.call(self.node, ("delete", self.id, table, key))
-        self.cluster.recorder.write(self.id, self._cell(table, None, key), None)
-
-    def get(self, table: str, key: tuple[Any, ...]) -> dict[str, Any] | None:
-        _, rows, _ = self.cluster.call(self.node, ("get", self.id, table, key))
-        return rows[0][1] if rows else None
-
-    def scan(self, table: str) -> list[dict[str, Any]]:
-        _, rows, _ = self.cluster.call(self.node, ("scan", self.id, table))
-        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
-
-    def commit(self) -> bool:
-        """True if committed; False if it aborted (a failed write, a dropped table)."""
-        return self._finish(("commit", self.id))
-
-    def rollback(self) -> None:
-        self._finish(("rollback", self.id))
-
-    def _finish(self, request: tuple[str, str]) -> bool:
-        _, committed, commit_ts, _ = self.cluster.call(self.node, request)
-        self.outcome = "committed" if committed else "aborted"
-        self.commit_ts = commit_ts
-        self.cluster.recorder.end(self.id, self.outcome, commit_ts, self.cluster.now())
-        return bool(committed)
-
-    def _cell(self, table: str, row: dict[str, Any] | None,
-              key: tuple[Any, ...] | None = None) -> tuple[int, tuple[Any, ...]] | None:
-        """(table id, key) for the recorder (the write succeeded, so both exist)."""
-        cat = self.cluster.catalog_at(self.begin_ts, self.node)
-        t = cat.table_named(table)
-        if t is None:
-            return None
-        if key is None:
-            assert isinstance(row, dict)
-            key = tuple(row[c] for c in t.primary_key)
-        return (t.id, key)
 
 
 def _children(node: str, spec: GroupSpec, config: TableNodeConfig,

@@ -9,7 +9,7 @@ Every `interval` it reads the local metastore replica (the catalog and the assig
 - a new catalog version goes to every build (`CatalogChanged`: it sees the status the
   last DDL gave, a dropped index cancels its build);
 - `AskTxsFinished`: every node of the topology (the nodes whose table node runs) is
-  asked `("txs_finished", created version)` until each said yes;
+  asked `TxsFinished(created version)` until each said yes;
 - `ProposeDdl` (`StartBuildingIndex`, `MakeIndexAvailable`) runs as DDL through the
   local table node, which stamps it with its clock and answers after activation; a
   proposal that failed (a leader change) is made again at the next look while the
@@ -44,6 +44,7 @@ from sediment.actors.tables import index_build as ib
 from sediment.actors.tables import named_pids, unique_build
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
+from sediment.actors.tables.node_protocol import Ddl, DdlActive, TxsFinished, TxsFinishedAnswer
 from sediment.actors.tables.partition import BuildIndexCmd, IndexBuilt
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
@@ -180,10 +181,10 @@ class _Driver:
         for node in sorted(e.nodes):
             try:
                 reply = await named_pids.call(self.ctx, table_node_name(node),
-                                            ("txs_finished", e.version), timeout=5)
+                                            TxsFinished(e.version), timeout=5)
             except CallError:
                 continue
-            if reply == ("txs_finished", True):
+            if reply == TxsFinishedAnswer(True):
                 finished.append(ib.TxsFinished(node, True))
         return finished
 
@@ -196,11 +197,12 @@ class _Driver:
                 self.ctx, self.me, self.log, index_id, self.unique, self.config.ddl_timeout):
             return  # the next look seeds again (or the index was dropped: duplicates)
         try:
-            reply = await named_pids.call(self.ctx, table_node_name(self.me), ("ddl", (command,)),
+            reply = await named_pids.call(self.ctx, table_node_name(self.me), Ddl((command,)),
                                         timeout=self.config.ddl_timeout)
         except CallError as err:
             reply = ("down", str(err)[:100])
-        if reply[0] != "ok":  # the next look proposes again if the status did not move
+        # the next look proposes again if the status did not move
+        if not isinstance(reply, DdlActive):
             _logger.info("index status change not applied", index=self.names.get(index_id),
                          command=type(command).__name__, reply=repr(reply)[:200])
 

@@ -31,6 +31,7 @@ from sediment.actors.tables.index_entries import values_of
 from sediment.actors.tables.index_range import IndexRangeLookup, in_index_order
 from sediment.actors.tables.mvcc import IntentFound, RowKey
 from sediment.actors.tables.names import partition_group, table_node_name
+from sediment.actors.tables.node_protocol import Failed, Rows, TxAlive
 from sediment.actors.tables.node_safe_time import SafeRead, wait_safe
 from sediment.actors.tables.partition_machine import (
     IndexLookup,
@@ -70,9 +71,9 @@ class _Unavailable(Exception):
 
 
 async def reader(ctx: Process, plan: ReadPlan, client: CallRef) -> None:
-    """Process entry: answer ("ok", rows, ts) with rows [(key, row)] (a get: one pair,
+    """Process entry: answer `Rows(rows, ts)` with rows [(key, row)] (a get: one pair,
     row None when absent) and the read's timestamp (None inside an RW transaction), or
-    ("error", a TableError)."""
+    `Failed(a TableError)`."""
     try:
         if plan.safe is not None and plan.ts is not None:
             await wait_safe(ctx, plan.safe, plan.ts)
@@ -88,11 +89,11 @@ async def reader(ctx: Process, plan: ReadPlan, client: CallRef) -> None:
             rows = [(plan.key, None)]
         if isinstance(plan.lookup, IndexRangeLookup):
             rows = in_index_order(rows, plan.lookup.columns)
-        ctx.reply(client, ("ok", rows, plan.ts))
+        ctx.reply(client, Rows(rows, plan.ts))
     except _Unavailable as err:
-        ctx.reply(client, ("error", PartitionUnavailable(str(err))))
+        ctx.reply(client, Failed(PartitionUnavailable(str(err))))
     except Exception as err:  # noqa: BLE001 (a typed error from a machine goes back)
-        ctx.reply(client, ("error", err))
+        ctx.reply(client, Failed(err))
 
 
 async def _ask(ctx: Process, plan: ReadPlan, group: ZonePartition, request: Any) -> Any:
@@ -202,7 +203,7 @@ def coordinator_of(tx_id: str) -> str:
 async def _coordinator_alive(ctx: Process, tx_id: str) -> bool:
     try:
         return bool(await named_pids.call(ctx, table_node_name(coordinator_of(tx_id)),
-                                          ("tx_alive", tx_id), 2.0))
+                                          TxAlive(tx_id), 2.0))
     except CallError:
         return False
 

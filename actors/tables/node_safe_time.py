@@ -4,10 +4,10 @@
 Nothing is exchanged while no read-only read runs (an idle cluster pays nothing). A
 read at `ts` that the node's tracker cannot serve yet carries, in its reader process,
 the list of nodes to hear from; the reader calls each one's table node with
-`("clock", ts)`. That table node first lets its hybrid clock observe `ts` when `ts` is
+`Clock(ts)`. That table node first lets its hybrid clock observe `ts` when `ts` is
 within the maximum clock skew of its own physical clock (so clocks that agree make the
 read safe in one round trip, and a commit it stamps later is above `ts`), then answers
-`("clock", node, incarnation, now)`. The reader feeds the answers into its copy of the
+`ClockReading(node, incarnation, now)`. The reader feeds the answers into its copy of the
 tracker and tells its table node (`ClockHeard`, so later reads at or below them need no
 round trip). A node whose clock is further behind than the skew bound is not pushed: the
 read waits until that node's own clock passes `ts` (asked again every `wait`, at most
@@ -31,6 +31,7 @@ from sediment.actors.tables import named_pids
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import SafeTimeUnavailable
 from sediment.actors.tables.names import table_node_name
+from sediment.actors.tables.node_protocol import Clock, ClockReading
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -74,9 +75,8 @@ def to_ask(tracker: st.SafeTime, now: HybridTimestamp, ts: HybridTimestamp) -> t
     return tuple(behind)
 
 
-def answer(node: str, incarnation: float, now: HybridTimestamp) -> tuple[str, str, float,
-                                                                         HybridTimestamp]:
-    return ("clock", node, incarnation, now)
+def answer(node: str, incarnation: float, now: HybridTimestamp) -> ClockReading:
+    return ClockReading(node, incarnation, now)
 
 
 def may_observe(ts: Any, physical_ms: int, max_skew_ms: int) -> bool:
@@ -105,7 +105,7 @@ async def wait_safe(ctx: Process, read: SafeRead, ts: HybridTimestamp) -> None:
                 continue
             if reply is _NO_ANSWER:
                 continue
-            _, who, incarnation, at = reply
+            who, incarnation, at = reply.node, reply.incarnation, reply.now
             if who == me:
                 now = max(now, at)
             else:
@@ -123,13 +123,13 @@ async def _ask(ctx: Process, node: str, ts: HybridTimestamp | None) -> Any:
     """The node's answer; None if its table node does not exist; _NO_ANSWER if it did
     not answer in time."""
     try:
-        reply = await named_pids.call(ctx, table_node_name(node), ("clock", ts), ASK_TIMEOUT)
+        reply = await named_pids.call(ctx, table_node_name(node), Clock(ts), ASK_TIMEOUT)
     except NoProc:
         return None
     except CallError:
         return _NO_ANSWER
-    ok = (isinstance(reply, tuple) and len(reply) == 4 and reply[0] == "clock"
-          and reply[1] == node and isinstance(reply[3], HybridTimestamp))
+    ok = (isinstance(reply, ClockReading) and reply.node == node
+          and isinstance(reply.now, HybridTimestamp))
     return reply if ok else _NO_ANSWER
 
 
@@ -142,8 +142,8 @@ async def start_clock(ctx: Process, me: str, nodes: Sequence[str], report_to: Pi
         if node == me:
             continue
         reply = await _ask(ctx, node, None)
-        if isinstance(reply, tuple):
-            ctx.send(report_to, ClockHeard(reply[1], reply[2], reply[3]))
+        if isinstance(reply, ClockReading):
+            ctx.send(report_to, ClockHeard(reply.node, reply.incarnation, reply.now))
 
 
 __all__ = ["ASK_TIMEOUT", "ClockHeard", "SafeRead", "answer", "may_observe", "start_clock",

@@ -26,6 +26,7 @@ from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import partition_group
+from sediment.actors.tables.node_protocol import Began, Ended, Failed, Written
 from sediment.actors.tables.node_state import (
     NodeState,
     NodeTx,
@@ -49,7 +50,7 @@ async def begin(s: NodeState) -> Any:
     tx_id = f"{s.me}:{s.incarnation}:{s.tx_seq}"
     s.active = active_txs.begin(s.active, tx_id, ts, cat.version)
     s.txs[tx_id] = NodeTx(txn.begin(tx_id, s.me, ts, cat), s.ctx.now())
-    return ("ok", tx_id, ts, cat.version)
+    return Began(tx_id, ts, cat.version)
 
 
 def _tx(s: NodeState, tx_id: Any) -> NodeTx:
@@ -65,7 +66,7 @@ async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
     `cat`: the transaction's catalog version, when the caller has it already."""
     tx = _tx(s, tx_id)
     if tx.waiting is not None:
-        return ("error", TxNotActive(tx.core.id, "busy with another request"))
+        return Failed(TxNotActive(tx.core.id, "busy with another request"))
     if cat is None:
         cat = await catalog_version(s, tx.core.catalog_version)
     if delete:
@@ -80,7 +81,7 @@ async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
 async def commit(s: NodeState, client: CallRef, tx_id: Any, rollback: bool) -> Any:
     tx = _tx(s, tx_id)
     if tx.waiting is not None:
-        return ("error", TxNotActive(tx.core.id, "busy with another request"))
+        return Failed(TxNotActive(tx.core.id, "busy with another request"))
     if rollback:
         tx.core, effects = txn.rollback(tx.core)
     else:
@@ -96,7 +97,7 @@ async def run_effects(s: NodeState, tx: NodeTx, effects: list[txn.Effect]) -> No
         if isinstance(e, txn.TxEnded):
             tx.outcome = "committed" if e.committed else "aborted"
             tx.failure = e.failure
-            _answer(s, tx, ("ok", e.committed, e.commit_ts, e.failure))
+            _answer(s, tx, Ended(e.committed, e.commit_ts, e.failure))
             s.ended.append({"tx": tx.core.id, "outcome": tx.outcome,
                             "commit_ts": e.commit_ts, "at": s.ctx.now()})
             del s.ended[:-RECENT]
@@ -136,7 +137,7 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
             tx.ack_error = tx.ack_error or error
             tx.acks_due = max(0, tx.acks_due - 1)
             if tx.acks_due == 0:
-                _answer(s, tx, ("ok",) if tx.ack_error is None else ("error", tx.ack_error))
+                _answer(s, tx, Written() if tx.ack_error is None else Failed(tx.ack_error))
                 tx.ack_error = None
         await run_effects(s, tx, effects)
         return
@@ -155,7 +156,7 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
     _maybe_forget(s, tx)
 
 
-def _answer(s: NodeState, tx: NodeTx, reply: Any) -> None:
+def _answer(s: NodeState, tx: NodeTx, reply: Written | Ended | Failed) -> None:
     if tx.waiting is not None:
         s.ctx.reply(tx.waiting, reply)
         tx.waiting = None

@@ -33,6 +33,7 @@ from sediment import log
 from sediment.actors.catalog.catalog_log import CatalogLog
 from sediment.actors.catalog.ddl import DropIndex
 from sediment.actors.tables import named_pids
+from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.errors import UniqueConstraintViolation
 from sediment.actors.tables.names import table_node_name
 from sediment.runtime.errors import CallError
@@ -76,7 +77,7 @@ async def ready_to_build(ctx: Process, node: str, catalog: CatalogLog, index_id:
                      error=str(error)[:200])
         # not taken: the next look finds it REGISTERED, seeds again and fails again
         with contextlib.suppress(CallError):
-            await named_pids.call(ctx, table_node_name(node), ("ddl", (DropIndex(index.name),)),
+            await named_pids.call(ctx, table_node_name(node), p.Ddl((DropIndex(index.name),)),
                                   timeout=timeout)
     return False
 
@@ -84,26 +85,30 @@ async def ready_to_build(ctx: Process, node: str, catalog: CatalogLog, index_id:
 async def _seed(ctx: Process, table_node: str, table: str, timeout: float) -> Exception | None:
     """One RW transaction writing every row of `table` back; its error, None when it
     committed."""
-    reply = await named_pids.call(ctx, table_node, ("begin",), timeout=timeout)
-    if reply[0] != "ok":
-        return RuntimeError(repr(reply)[:200])
-    tx_id = reply[1]
+    began = await named_pids.call(ctx, table_node, p.Begin(), timeout=timeout)
+    if not isinstance(began, p.Began):
+        return RuntimeError(repr(began)[:200])
+    tx_id = began.tx_id
     error: Exception | None = None
-    reply = await named_pids.call(ctx, table_node, ("scan", tx_id, table), timeout=timeout)
-    if reply[0] == "error":
-        error = reply[1]
+    reply = await named_pids.call(ctx, table_node, p.Scan(tx_id, table), timeout=timeout)
+    if isinstance(reply, p.Failed):
+        error = _exception(reply.error)
     else:
-        for _pk, row in sorted(reply[1], key=lambda r: repr(r[0])):
-            answer = await named_pids.call(ctx, table_node, ("write", tx_id, table, dict(row)),
+        for _pk, row in sorted(reply.rows, key=lambda r: repr(r[0])):
+            answer = await named_pids.call(ctx, table_node, p.Write(tx_id, table, dict(row)),
                                            timeout=timeout)
-            if answer[0] == "error":
-                error = answer[1]
+            if isinstance(answer, p.Failed):
+                error = _exception(answer.error)
                 break
-    reply = await named_pids.call(ctx, table_node, ("rollback" if error else "commit", tx_id),
-                                  timeout=timeout)
-    if error is None and reply[0] == "ok" and not reply[1]:
-        error = reply[3] or RuntimeError("the seeding transaction aborted")
+    end = p.Rollback(tx_id) if error else p.Commit(tx_id)
+    ended = await named_pids.call(ctx, table_node, end, timeout=timeout)
+    if error is None and isinstance(ended, p.Ended) and not ended.committed:
+        error = ended.failure or RuntimeError("the seeding transaction aborted")
     return error
+
+
+def _exception(error: BaseException) -> Exception:
+    return error if isinstance(error, Exception) else RuntimeError(repr(error))
 
 
 def failure(driver_status: dict[str, Any] | None, name: str) -> Exception | None:

@@ -24,6 +24,7 @@ from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import partition_group
+from sediment.actors.tables.node_protocol import Failed
 from sediment.actors.tables.node_state import NodeState, NodeTx, catalog_version, known_assignments
 from sediment.actors.tables.partition import WriteIntentCmd
 from sediment.actors.tables.partition_machine import ReadLatest
@@ -35,7 +36,7 @@ TAG = "unique-write"  # what[0] of the read task's tag
 
 async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
                 delete: bool) -> Any:
-    """The table node's ("write"/"delete", tx, table, row or key): a table without a
+    """The table node's `Write`/`Delete` (tx, table, row or key): a table without a
     unique index in the transaction's catalog version takes `node_txs.write`."""
     tx = s.txs.get(tx_id) if isinstance(tx_id, str) else None
     if tx is None or tx.waiting is not None:
@@ -85,7 +86,7 @@ async def on_read(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
             error = err
     if error is not None:  # a failed write: the transaction can only abort
         tx.core = replace(tx.core, failure=tx.core.failure or error)
-        s.ctx.reply(tx.waiting, ("error", error))
+        s.ctx.reply(tx.waiting, Failed(error))
         tx.waiting = None
         return
     tx.core = core

@@ -4,17 +4,18 @@ The node's blocks process starts it (linked, registered as `service_name(node)`)
 the local raft member leads, and stops it when leadership goes. It decides nothing
 itself; the metastore machine does (`service.prepare_plan` / `apply_plan`):
 
-1. A worker calls ("poll", PollRequest). The service proposes `PreparePlan(request)`
-   through its local raft member: the machine plans at that entry, whose index is the
-   fencing token of every assignment and whose timestamp is the lease clock.
+1. A worker calls `Poll(PollRequest)` (`service_protocol.py`). The service proposes
+   `PreparePlan(request)` through its local raft member: the machine plans at that
+   entry, whose index is the fencing token of every assignment and whose timestamp is
+   the lease clock.
 2. It proposes the returned `PlanUpdate` as `ApplyPlan`; every replica applies it
    (refused if the term changed in between) and the result is the worker's
-   `PollResponse`: ("ok", response). A raft refusal passes on ("not_leader", hint);
-   a refused plan or an unreachable member is ("error", reason).
+   `PollResponse`: `Polled(response)`. A raft refusal passes on `PollNotLeader(hint)`;
+   a refused plan or an unreachable member is `PollRefused(reason)`.
 
 Polls are served one at a time, in arrival order, so no plan is prepared from a state
 another plan is about to change. Polls that arrive meanwhile wait in a bounded queue;
-past `max_pending_polls` they are answered ("busy",) at once. Lease expiry needs no
+past `max_pending_polls` they are answered `Busy()` at once. Lease expiry needs no
 timer: an abandoned job is reassigned by the planning of the next poll.
 
 Cleanup: every `cleanup_interval` the service reads the committed tombstones and
@@ -60,6 +61,13 @@ from sediment.actors.blocks.metastore import (
 )
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
+from sediment.actors.blocks.shell.service_protocol import (
+    Busy,
+    Poll,
+    Polled,
+    PollNotLeader,
+    PollRefused,
+)
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose, Query, Reply
 from sediment.runtime.errors import CallError, ReceiveTimeout
@@ -134,16 +142,15 @@ async def _take(svc: _Service, msg: Any) -> None:
         _logger.warning("compaction service got an unexpected message", message=repr(msg)[:200])
         return
     request = msg.request
-    kind = request[0] if isinstance(request, tuple) and request else None
-    if kind == "poll" and len(request) == 2:
-        if not isinstance(request[1], PollRequest):
-            ctx.reply(msg.from_, ("error", ErrMalformedCommand(
-                f"a poll carries a PollRequest, got {type(request[1]).__name__}")))
+    if isinstance(request, Poll):
+        if not isinstance(request.request, PollRequest):
+            ctx.reply(msg.from_, PollRefused(ErrMalformedCommand(
+                f"a poll carries a PollRequest, got {type(request.request).__name__}")))
         elif len(svc.waiting) >= svc.config.max_pending_polls:
-            ctx.reply(msg.from_, ("busy",))
+            ctx.reply(msg.from_, Busy())
         else:
             svc.waiting.append(msg)
-    elif kind == "status":
+    elif request == ("status",):
         ctx.reply(msg.from_, {"node": ctx.self().node, "term": svc.term, "served": svc.served,
                               "idle": svc.idle, "refused": svc.refused, "waiting": len(svc.waiting),
                               "raft_time": svc.raft_time, "deleted_files": svc.deleted,
@@ -158,7 +165,7 @@ async def _serve(svc: _Service, call: Call) -> None:
     that changes nothing is answered without the apply (an idle pool's polls then write
     one entry each, not two); its prepare entry still moves the raft clock on."""
     ctx = svc.ctx
-    prepared = await _propose(svc, PreparePlan(call.request[1]))
+    prepared = await _propose(svc, PreparePlan(call.request.request))
     if not isinstance(prepared, Done) or not isinstance(prepared.result, PlanUpdate):
         svc.refused += 1
         ctx.reply(call.from_, _refusal(prepared))
@@ -177,16 +184,16 @@ async def _serve(svc: _Service, call: Call) -> None:
         response = applied.result
     svc.served += 1
     svc.raft_time = response.now if svc.raft_time is None else max(svc.raft_time, response.now)
-    ctx.reply(call.from_, ("ok", response))
+    ctx.reply(call.from_, Polled(response))
 
 
-def _refusal(reply: Reply) -> tuple[Any, ...]:
+def _refusal(reply: Reply) -> PollNotLeader | PollRefused:
     """What a worker is told when a proposal did not give a plan or a response."""
     if isinstance(reply, Done):
-        return ("error", reply.result)  # the machine's refusal (a MetastoreError)
+        return PollRefused(reply.result)  # the machine's refusal (a MetastoreError)
     if isinstance(reply, NotLeader):
-        return ("not_leader", reply.hint)
-    return ("error", reply)
+        return PollNotLeader(reply.hint)
+    return PollRefused(reply)
 
 
 async def _propose(svc: _Service, command: Any) -> Reply:

@@ -2,7 +2,7 @@
 
 - `PyarrowExecutor` (the default): `merge.run_job` in this process, off its event loop.
 - `SparkBridgeExecutor`: a thin adapter that asks the Spark bridge process (the named
-  process answering `("merge", MergeRequest)` with what `merge.merge_blocks` returns)
+  process answering `Merge(MergeRequest)` with what `merge.merge_blocks` returns)
   to run it; the Spark modules are imported only when it runs.
 
 Both raise the typed `BlockError`s of the merge (missing, corrupt, conflicting sources);
@@ -42,7 +42,7 @@ class PyarrowExecutor:
 @dataclass(frozen=True)
 class SparkBridgeExecutor:
     """Run the merge in Spark through the bridge process (`actors/spark/bridge.py`,
-    `merge_via_bridge`: `("merge", MergeRequest)` -> the output `BlockMeta` or the
+    `merge_via_bridge`: `Merge(MergeRequest)` -> the output `BlockMeta` or the
     bridge's typed error). The request carries what `run_job` passes to `merge_blocks`:
     the output id the job's token names, the level above, the job's compaction revision.
     The call is bounded by `timeout`; a timeout, a dead or busy bridge fails the job as a

@@ -22,6 +22,7 @@ from sediment.actors.blocks.meta import BlockMeta
 from sediment.actors.blocks.metastore import BlocksById, BlocksResult
 from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.names import METASTORE_GROUP, service_name
+from sediment.actors.blocks.shell.service_protocol import Poll, Polled, PollNotLeader
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.runtime.errors import CallError
@@ -81,15 +82,14 @@ async def poll_service(ctx: Process, config: BlocksConfig, request: PollRequest,
             return None, None
         node, pid = found
         try:
-            reply: Any = await ctx.call(pid, ("poll", request), timeout=config.poll_timeout)
+            reply: Any = await ctx.call(pid, Poll(request), timeout=config.poll_timeout)
         except CallError as err:
             _logger.info("poll got no answer", service=node, error=str(err)[:200])
             return None, None
-        if isinstance(reply, tuple) and reply[:1] == ("ok",) and len(reply) == 2 and \
-                isinstance(reply[1], PollResponse):
-            return reply[1], node
-        if isinstance(reply, tuple) and reply[:1] == ("not_leader",) and len(reply) == 2:
-            hint = reply[1] if isinstance(reply[1], str) else None
+        if isinstance(reply, Polled) and isinstance(reply.response, PollResponse):
+            return reply.response, node
+        if isinstance(reply, PollNotLeader):
+            hint = reply.hint if isinstance(reply.hint, str) else None
             continue
         _logger.info("poll refused", service=node, reply=repr(reply)[:200])
         return None, node

@@ -29,8 +29,8 @@ from sediment.actors.blocks.shell.flush_node import flush_node
 from sediment.actors.blocks.shell.flusher import FlusherConfig
 from sediment.actors.blocks.shell.names import flush_node_name
 from sediment.actors.blocks.worker import WorkerConfig
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.supervision import ChildSpec, Spawn
 
 FLUSH_NODE_CHILD = "flush-node"

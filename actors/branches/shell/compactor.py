@@ -2,10 +2,11 @@
 
 It runs one compaction at a time (`compactor.compact`: the three steps), for:
 - sensor triggers: on a nudge from the sensor, and every `poll_interval` in case a
-  nudge was lost, it takes triggers with ("take",) until none is left; these
+  nudge was lost, it takes triggers with `Take()` until none is left; these
   compactions honour CompactionStartTime (the SetIf claim: a branch compacted within
   the interval is skipped, CompactionThrottled);
-- calls ("compact", repo, branch, force) -> ("ok", Compaction) | ("error", error).
+- calls `Compact(repo, branch, force)` -> `Compacted(Compaction)` | `CompactFailed(error)`
+  (`protocol.py`).
 
 Failpoints `branches.compactor.after_step1|2|3` sit after each step: a crash there is
 the "compactor killed at each step" of the seed's promise (the branch stays readable
@@ -33,13 +34,13 @@ from sediment.actors.branches.branch import Branch
 from sediment.actors.branches.errors import BranchesError
 from sediment.actors.branches.history import NoRecorder, Recorder
 from sediment.actors.branches.metarange import MetaRangeStore
-from sediment.actors.branches.sensor import Trigger
+from sediment.actors.branches.sensor import Take, Trigger
 from sediment.actors.branches.shell.kv_process import ProcessKv
 from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.names import SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
+from sediment.actors.branches.shell.protocol import Compact, Compacted, CompactFailed, Work
 from sediment.actors.branches.shell.recorder import ProcessRecorder
-from sediment.actors.branches.shell.sensor import WORK
 from sediment.actors.branches.tier import Tier, TierConfig
 from sediment.actors.kv.errors import KvError
 from sediment.runtime.errors import CallError
@@ -109,7 +110,7 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
     ctx.send_after(config.poll_interval, ctx.self(), _Tick())
     while True:
         msg = await ctx.receive()
-        if isinstance(msg, _Tick) or msg == WORK:
+        if isinstance(msg, _Tick | Work):
             if isinstance(msg, _Tick):
                 ctx.send_after(config.poll_interval, ctx.self(), _Tick())
                 ready, pending = rc.due(pending, ctx.now())
@@ -120,12 +121,11 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
                 if trigger is None:
                     break
                 await run(trigger.repo, trigger.branch, force=False)
-        elif isinstance(msg, Call) and isinstance(msg.request, tuple) \
-                and msg.request[:1] == ("compact",) and len(msg.request) == 4:
-            _, repo, branch, force = msg.request
-            result = await run(repo, branch, bool(force))
-            ok = isinstance(result, cp.Compaction)
-            ctx.reply(msg.from_, ("ok", result) if ok else ("error", result))
+        elif isinstance(msg, Call) and isinstance(msg.request, Compact):
+            c = msg.request
+            result = await run(c.repo, c.branch, bool(c.force))
+            ctx.reply(msg.from_, Compacted(result) if isinstance(result, cp.Compaction)
+                      else CompactFailed(result))
         elif isinstance(msg, Call) and msg.request == ("status",):
             ctx.reply(msg.from_, {"counts": dict(counts), "recoveries": len(pending)})
         elif isinstance(msg, Call):
@@ -150,7 +150,7 @@ async def _recoveries(tier: Tier) -> list[rc.Recovery]:
 
 async def _take(ctx: Process, sensor: str) -> Trigger | None:
     try:
-        answer = await ctx.call(sensor, ("take",), timeout=5.0)
+        answer = await ctx.call(sensor, Take(), timeout=5.0)
     except CallError:
         return None
     return answer if isinstance(answer, Trigger) else None

@@ -4,8 +4,9 @@ the sensor and the compactor (so it follows the KV leader with them, `service.py
 Every `interval` it sweeps one repository (`gc.sweep`, bounded: at most `max_tokens`
 staging tokens dropped and `max_files` files removed per pass), taking the
 repositories in turn, and sweeps the same one again on the next pass while a budget
-ran out. Calls: ("sweep", repo) sweeps that repository now -> ("ok", Swept) |
-("error", error); ("status",) -> the passes and what they collected.
+ran out. Calls (`protocol.py`): `Sweep(repo)` sweeps that repository now ->
+`Swept(gc.Swept)` | `SweepFailed(error)`; ("status",) -> the passes and what they
+collected.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sediment.actors.branches import garbage as gb
 from sediment.actors.branches import gc
 from sediment.actors.branches.errors import BranchesError
 from sediment.actors.branches.metarange import MetaRangeStore
+from sediment.actors.branches.shell import protocol as bp
 from sediment.actors.branches.shell.compactor import CompactorConfig
 from sediment.actors.branches.shell.kv_process import ProcessKv
 from sediment.actors.branches.shell.process_env import ProcessEnv
@@ -115,12 +117,11 @@ async def gc_process(ctx: Process, compactor: CompactorConfig, config: GcConfig)
                 turn += 1
             swept = await sweep(repo)
             again = repo if isinstance(swept, gc.Swept) and swept.more else None
-        elif isinstance(msg, Call) and isinstance(msg.request, tuple) \
-                and len(msg.request) == 2 and msg.request[0] == "sweep" \
-                and isinstance(msg.request[1], str):
-            result = await sweep(msg.request[1])
-            ok = isinstance(result, gc.Swept)
-            ctx.reply(msg.from_, ("ok", result) if ok else ("error", result))
+        elif isinstance(msg, Call) and isinstance(msg.request, bp.Sweep) \
+                and isinstance(msg.request.repo, str):
+            result = await sweep(msg.request.repo)
+            ctx.reply(msg.from_, bp.Swept(result) if isinstance(result, gc.Swept)
+                      else bp.SweepFailed(result))
         elif isinstance(msg, Call) and msg.request == ("status",):
             ctx.reply(msg.from_, {"passes": totals.passes, "tokens": totals.tokens,
                                   "files": totals.files, "scratch": totals.scratch,

@@ -4,7 +4,8 @@ Writers report each staged delete with a plain message (`sensor.CountDelete`, se
 forgotten: a writer never waits on the sensor, and a report to a sensor that is down
 is dropped, as lakeFS drops callbacks when its channel is full). The pure core counts
 and queues triggers in a bounded queue; on a new trigger the sensor nudges the
-compactor, which takes triggers one at a time with ("take",). ("status",) answers the
+compactor (`Work()`), which takes triggers one at a time by calling `Take()`
+(`protocol.py`). ("status",) answers the
 counters' sizes and what was queued, dropped and taken. Metric
 `branch_sensor_triggers{reason, fate}`.
 """
@@ -18,13 +19,12 @@ from sediment import log
 from sediment.actors.branches import metrics
 from sediment.actors.branches import sensor as sn
 from sediment.actors.branches.shell.names import COMPACTOR_NAME
+from sediment.actors.branches.shell.protocol import Work
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.branches.sensor")
-
-WORK = ("work",)  # the nudge the compactor gets when a trigger is queued
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ async def sensor_process(ctx: Process, config: SensorProcessConfig) -> None:
         nonlocal taken
         if isinstance(msg, sn.CountDelete):
             return [msg]
-        if isinstance(msg, Call) and msg.request == ("take",):
+        if isinstance(msg, Call) and isinstance(msg.request, sn.Take):
             (answer,) = await driver.step(sn.Take())
             assert isinstance(answer, sn.Taken)
             taken += answer.trigger is not None
@@ -72,7 +72,7 @@ async def _queued(ctx: Process, config: SensorProcessConfig, effect: sn.Queued) 
     metrics.SENSOR_TRIGGERS.inc(1, {"reason": effect.trigger.reason, "fate": "queued"})
     compactor = await ctx.whereis(config.compactor)
     if compactor is not None:
-        ctx.send(compactor, WORK)
+        ctx.send(compactor, Work())
 
 
 def _dropped(effect: sn.Dropped) -> None:
@@ -81,4 +81,4 @@ def _dropped(effect: sn.Dropped) -> None:
                  repo=effect.trigger.repo, branch=effect.trigger.branch)
 
 
-__all__ = ["WORK", "SensorProcessConfig", "sensor_process"]
+__all__ = ["SensorProcessConfig", "sensor_process"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.log_worker import log_worker
 from sediment.actors.log.shell.names import (
     LOG_HOST,
@@ -23,7 +24,7 @@ from sediment.actors.log.shell.names import (
 )
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, ReadIndex
 from sediment.actors.log.shell.segment_writer import segment_writer
-from sediment.actors.log.shell.server import GroupSpec, raft_server
+from sediment.actors.log.shell.server import raft_server
 from sediment.actors.log.shell.wal_server import wal_server
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid

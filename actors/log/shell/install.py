@@ -30,7 +30,13 @@ from sediment.actors.log.shell.hosted import HostedMachine
 from sediment.actors.log.shell.log_worker import snapshot_dir
 from sediment.actors.log.shell.reads import local_entry
 from sediment.actors.log.shell.segment_writer import SnapshotStateChanged, segment_dir
-from sediment.actors.log.shell.wal_server import WalRejected, WalWriteReq, WalWritten
+from sediment.actors.log.shell.wal_server import (
+    ReadStored,
+    RecoverGroup,
+    WalRejected,
+    WalWriteReq,
+    WalWritten,
+)
 from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.fsutil import write_file_durable
 from sediment.actors.log.storage.records import Entry as Stored
@@ -128,7 +134,7 @@ async def _entry(shell: _Shell, state: RaftState, index: int) -> Entry:
     entry = local_entry(state, shell.refs, shell.spec.group_dir(state.me), index)
     if entry is not None:
         return entry
-    stored = await shell.ctx.call(shell.wal, ("read", shell.spec.group, index), timeout=30)
+    stored = await shell.ctx.call(shell.wal, ReadStored(shell.spec.group, index), timeout=30)
     if stored is None:
         raise RuntimeError(f"live entry {index} of {shell.spec.group} is missing")
     return from_stored(stored)
@@ -229,7 +235,7 @@ async def _own_entries(shell: _Shell, state: RaftState, indexes: list[int]) -> d
             found[i] = entry
     missing = [i for i in indexes if i not in found]
     if missing:
-        held = await shell.ctx.call(shell.wal, ("recovered", shell.spec.group), timeout=60)
+        held = await shell.ctx.call(shell.wal, RecoverGroup(shell.spec.group), timeout=60)
         by_index = {s.index: s for s in held}
         for i in missing:
             if i not in by_index:

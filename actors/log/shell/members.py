@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from sediment.actors.log.shell.cluster import member_children, node_supervisor
+from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Change, Done, NotLeader, Refused
-from sediment.actors.log.shell.server import GroupSpec
 from sediment.runtime.errors import BadArgument, CallError
 from sediment.supervision import requests
 

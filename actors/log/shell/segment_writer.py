@@ -8,8 +8,8 @@ crash recovery of interrupted compactions for every group directory of the node,
 segment refs rebuilt afterwards are consistent.
 
 Groups may join a running node (the partition groups of a zone created later): a raft
-server registers its group when it asks for its refs (`("refs", group, group_dir,
-segment_max_entries)`), and a writer that restarts also picks up every group directory
+server registers its group when it asks for its refs (`SegmentRefs(group, group_dir,
+max_entries)`), and a writer that restarts also picks up every group directory
 beside the ones it was started with, so a closed WAL file never meets a group the
 writer does not know while that group has a directory on the node.
 """
@@ -32,6 +32,16 @@ from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
 _logger = log.get_logger("sediment.log.segments")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRefs:
+    """A call from a raft server: its group's segment refs (a tuple of `SegRef`); the
+    first one registers the group, its directory and its segment size."""
+
+    group: str
+    group_dir: str
+    max_entries: int
 
 
 @dataclass(frozen=True)
@@ -92,9 +102,9 @@ async def segment_writer(ctx: Process, node: str,
             writer.set_refs(msg.result.apply_to(writer.refs))
         elif isinstance(msg, Call):
             request = msg.request
-            if (isinstance(request, tuple) and len(request) == 4 and request[0] == "refs"
-                    and request[1] not in writers):
-                _open_group(ctx, writers, request[1], request[2], request[3])
+            if isinstance(request, SegmentRefs) and request.group not in writers:
+                _open_group(ctx, writers, request.group, request.group_dir,
+                            request.max_entries)
             ctx.reply(msg.from_, _answer(writers, request))
 
 
@@ -127,8 +137,8 @@ def _open_group(ctx: Process, writers: dict[str, GroupSegmentWriter], group: str
 
 
 def _answer(writers: dict[str, GroupSegmentWriter], request: Any) -> Any:
-    if isinstance(request, tuple) and request[:1] == ("refs",):
-        writer = writers.get(request[1])
+    if isinstance(request, SegmentRefs):
+        writer = writers.get(request.group)
         return tuple(writer.refs) if writer is not None else ()
     return ("error", ("unknown_request", request))
 

@@ -34,7 +34,6 @@ compaction pass, pending and not yet started or finished on the leader), and
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +41,8 @@ from sediment import log
 from sediment.actors.log.raft import core, membership
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
-from sediment.actors.log.raft.state import RaftConfig, RaftState, last_index
-from sediment.actors.log.raft.types import Entry, HardState, SnapshotMeta
+from sediment.actors.log.raft.state import RaftState, last_index
+from sediment.actors.log.raft.types import HardState, SnapshotMeta
 from sediment.actors.log.shell import batching, install, raft_metrics
 from sediment.actors.log.shell import protocol as sp
 from sediment.actors.log.shell.applying import (
@@ -56,29 +55,27 @@ from sediment.actors.log.shell.applying import (
 )
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.conf_meta import from_meta
-from sediment.actors.log.shell.hosted import HostedMachine, MachineFactory, ra_kv
+from sediment.actors.log.shell.group_spec import GroupSpec as GroupSpec  # re-exported
+from sediment.actors.log.shell.hosted import HostedMachine, ra_kv
 from sediment.actors.log.shell.log_worker import (
     CompactionDone,
     DeleteSegments,
     MajorCompaction,
     SnapshotWritten,
-    snapshot_dir,
 )
 from sediment.actors.log.shell.meta import MetaStore
 from sediment.actors.log.shell.names import segwriter_name, wal_name, worker_name
 from sediment.actors.log.shell.peers import Peers
 from sediment.actors.log.shell.reads import local_entry
+from sediment.actors.log.shell.recovery import recover
 from sediment.actors.log.shell.segment_writer import (
     CompactionApplied,
     SegmentsFlushed,
     SnapshotStateChanged,
-    segment_dir,
 )
 from sediment.actors.log.shell.waiters import Waiters
 from sediment.actors.log.shell.wal_server import WalRead, WalRejected, WalWriteReq, WalWritten
 from sediment.actors.log.storage import snapshot
-from sediment.actors.log.storage.records import Entry as Stored
-from sediment.actors.log.storage.segment import SegmentReader
 from sediment.actors.log.storage.segrefs import SegRefs
 from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.runtime.core_driver import CoreDriver
@@ -90,36 +87,6 @@ from sediment.runtime.process import Process
 _logger = log.get_logger("sediment.log.raft")
 RAFT_MESSAGES = (rt.AppendEntries, rt.AppendReply, rt.RequestVote, rt.VoteReply,
                  rt.InstallSnapshot, rt.InstallSnapshotReply)
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    """One raft group: its id, the logical nodes of its members, where they keep data."""
-
-    group: str
-    nodes: tuple[str, ...]
-    data_dir: str
-    election_timeout: tuple[float, float] = (1.0, 2.0)  # etcd's 1 s, randomized up to 2x
-    heartbeat_interval: float = 0.1
-    wal_max_size: int = 64 * 1024 * 1024
-    snapshot_every: int = 4096  # Ra's min_snapshot_interval
-    max_retained: int = 50_000  # entries kept past a snapshot for slow followers
-    segment_max_entries: int = 4096  # Ra's segment_max_entries
-    num_minors: int = 8  # a major compaction every N minor ones
-    machine: MachineFactory = ra_kv  # opens this member's state machine (hosted.py)
-
-    def raft_config(self) -> RaftConfig:
-        return RaftConfig(peers=self.nodes, election_timeout=self.election_timeout,
-                          heartbeat_interval=self.heartbeat_interval, group=self.group)
-
-    def node_dir(self, node: str) -> str:
-        return os.path.join(self.data_dir, node)
-
-    def group_dir(self, node: str) -> str:
-        return os.path.join(self.node_dir(node), "groups", self.group)
-
-    def wal_dir(self, node: str) -> str:
-        return os.path.join(self.node_dir(node), "wal")
 
 
 @dataclass(frozen=True)
@@ -167,23 +134,13 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
     wal = await _needed(ctx, wal_name(node))
     segwriter = await _needed(ctx, segwriter_name(node))
     worker = await _needed(ctx, worker_name(group, node))
-    meta = MetaStore(gdir)
-    hard = meta.load()
-    info = snapshot.recover(snapshot_dir(gdir)).latest
-    snap_state = info.state if info is not None else SnapshotState.initial()
-    for pid in (wal, segwriter):
-        ctx.send(pid, SnapshotStateChanged(group, snap_state))
-    refs = SegRefs(await ctx.call(segwriter, ("refs", group, gdir, spec.segment_max_entries),
-                                  timeout=60))
-    memtable = await ctx.call(wal, ("recovered", group), timeout=60)
-    first = (info.index if info is not None else 0) + 1
-    tail = _contiguous(first, _log_entries(segment_dir(gdir), refs, first, memtable),
-                       info.term if info is not None else 0)
+    rec = await recover(ctx, group, gdir, spec.segment_max_entries, wal, segwriter)
+    info, tail, memtable = rec.info, rec.tail, rec.memtable
     snap_meta = (SnapshotMeta(info.index, info.term, from_meta(info.meta))
                  if info is not None else None)
-    state = core.init(spec.raft_config(), node, hard, tail, snap_meta,
+    state = core.init(spec.raft_config(), node, rec.hard, tail, snap_meta,
                       seed=sum(node.encode()) + len(tail))
-    shell = _Shell(ctx, spec, meta, wal, segwriter, worker, refs, snap_state,
+    shell = _Shell(ctx, spec, rec.meta, wal, segwriter, worker, rec.refs, rec.snap_state,
                    machine=spec.machine(gdir), busy=True, peers=Peers(group))
     set_clock = getattr(shell.machine, "set_clock", None)
     if set_clock is not None:  # a machine that records when things happened (replay pins)
@@ -194,8 +151,8 @@ async def raft_server(ctx: Process, spec: GroupSpec) -> None:
             held = {s.index: from_stored(s) for s in memtable}
             shell.machine.restore(snapshot.read_data(info), info.index, lambda i: held.get(i) or
                                   local_entry(state, shell.refs, gdir, i))
-    _logger.info("raft server up", group=group, term=hard.term, snapshot=first - 1,
-                 log=len(tail), segments=len(refs))
+    _logger.info("raft server up", group=group, term=rec.hard.term, snapshot=rec.first - 1,
+                 log=len(tail), segments=len(rec.refs))
     driver = _raft_driver(shell, state)
 
     async def to_events(msg: Any) -> list[rp.Event]:
@@ -214,34 +171,6 @@ async def _needed(ctx: Process, name: str) -> Pid:
     if pid is None:
         raise RuntimeError(f"{name} is not running")
     return pid
-
-
-def _log_entries(seg_dir: str, refs: SegRefs, first: int, memtable: list[Stored]) -> list[Entry]:
-    """Entries from `first` on: the segments, then the WAL's memtable over them."""
-    by_index: dict[int, Stored] = {}
-    for ref in refs:
-        if ref.last < first:
-            continue
-        with SegmentReader.open(os.path.join(seg_dir, ref.file)) as reader:
-            for stored in reader.entries(first=max(first, ref.first), last=ref.last):
-                by_index[stored.index] = stored
-    for stored in memtable:
-        if stored.index >= first:
-            by_index[stored.index] = stored
-    return [from_stored(by_index[i]) for i in sorted(by_index)]
-
-
-def _contiguous(first: int, entries: list[Entry], snap_term: int = 0) -> list[Entry]:
-    """The recovered log up to its first gap or term regression (a stale tail an installed
-    snapshot replaced; the leader sends what follows again)."""
-    out: list[Entry] = []
-    for entry in entries:
-        if entry.index != (out[-1].index + 1 if out else first):
-            break
-        if entry.term < (out[-1].term if out else snap_term):
-            break
-        out.append(entry)
-    return out
 
 
 RaftDriver = CoreDriver[RaftState, rp.Event, rp.Effect]

@@ -5,7 +5,7 @@ waiting in its mailbox, appends them as one batch with one fsync (group commit: 
 that arrive during an fsync form the next batch), and answers each writer with
 `WalWritten(group, index, term)` for its last durable entry. It also keeps, per group, the
 entries it holds (Ra's memtable role), so a restarted raft server gets its log back with
-`("recovered", group)`.
+a `RecoverGroup(group)` call, and one entry with `ReadStored(group, index)`.
 """
 
 from __future__ import annotations
@@ -58,6 +58,21 @@ class WalRead:
     reply_to: Any
 
 
+@dataclass(frozen=True, slots=True)
+class RecoverGroup:
+    """A call: every entry the WAL holds for `group` (a list of stored entries)."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadStored:
+    """A call: the stored entry of `group` at `index`, or None."""
+
+    group: str
+    index: int
+
+
 @dataclass(frozen=True)
 class WalRejected:
     """The write left a gap: resend from `from_index`."""
@@ -100,7 +115,7 @@ async def wal_server(ctx: Process, directory: str, max_size: int) -> None:
             for group, last in msg.last_indexes.items():
                 _trim(memtable.get(group), last)
         elif isinstance(msg, WalRead):
-            stored = _answer(memtable, ("read", msg.group, msg.index))
+            stored = _stored(memtable, msg.group, msg.index)
             ctx.reply(msg.reply_to, Found(from_stored(stored).command[2])
                       if stored is not None else Failed("not_found"))
         elif isinstance(msg, SnapshotStateChanged):
@@ -125,18 +140,22 @@ def _trim(glog: GroupLog | None, upto: int) -> None:
 
 
 def _answer(memtable: dict[str, GroupLog], request: Any) -> Any:
-    """("recovered", group): every entry held; ("read", group, index): one or None."""
-    kind = request[0] if isinstance(request, tuple) and request else None
-    glog = memtable.get(request[1]) if kind in ("recovered", "read") else None
-    if kind == "recovered":
+    """`RecoverGroup`: every entry held; `ReadStored`: one or None."""
+    if isinstance(request, RecoverGroup):
+        glog = memtable.get(request.group)
         return list(glog.entries) if glog is not None else []
-    if kind == "read":
-        if glog is None:
-            return None
-        k = bisect.bisect_left(glog.indexes, request[2])
-        found = k < len(glog.indexes) and glog.indexes[k] == request[2]
-        return glog.entries[k] if found else None
+    if isinstance(request, ReadStored):
+        return _stored(memtable, request.group, request.index)
     return ("error", ("unknown_request", request))
+
+
+def _stored(memtable: dict[str, GroupLog], group: str, index: int) -> Stored | None:
+    glog = memtable.get(group)
+    if glog is None:
+        return None
+    k = bisect.bisect_left(glog.indexes, index)
+    found = k < len(glog.indexes) and glog.indexes[k] == index
+    return glog.entries[k] if found else None
 
 
 async def _drain(ctx: Process) -> list[WalWriteReq]:

@@ -1,0 +1,119 @@
+"""The table node's part in catalog compaction and garbage collection (docs/catalog.md
+§7 step 3): it answers the coordinator's `MinTimesAsk` (`compaction_participant`), on
+`PrepareUpdateTxBeginTime` stores the global active-tx minimum in the partitions it
+leads, and advances its low watermark (persisted before it is announced), telling its
+subscribers and proposing `GcCmd` to the partitions it leads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sediment.actors.catalog import catalog_log, compaction_participant
+from sediment.actors.catalog import low_watermark as lw
+from sediment.actors.catalog.compaction_messages import MinTimesRequest
+from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.catalog.hlc import HybridTimestamp
+from sediment.actors.catalog.metastore_machine import RebalancesQuery
+from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Propose, Query
+from sediment.actors.tables import active_txs, min_tx_time, named_pids
+from sediment.actors.tables.group_task import spawn_task
+from sediment.actors.tables.names import partition_group
+from sediment.actors.tables.node_partitions import leads
+from sediment.actors.tables.node_protocol import LwmChanged
+from sediment.actors.tables.node_state import (
+    NodeState,
+    active_versions,
+    catalog_log_now,
+    catalog_version,
+    meta_query,
+    store_lwm,
+)
+from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
+from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.runtime.errors import CallError
+from sediment.runtime.pid import Pid
+
+
+@dataclass(frozen=True, slots=True)
+class LwmTick:
+    """The low watermark's timer (a message to the node itself)."""
+
+    at_ms: int
+
+
+async def min_times(s: NodeState, request: MinTimesRequest, reply_to: Pid) -> None:
+    """Answer the coordinator: the minimum of the low watermark and the times the
+    partitions published after a flush (read from the local members, rule 6), with the
+    active-tx minimum."""
+    for group in list(s.collector.times):  # read what each partition published
+        try:
+            durable = await named_pids.call(s.ctx, raft_name(partition_group(group), s.me),
+                                       Query(MinTxQuery()), timeout=2)
+        except CallError:
+            continue
+        if isinstance(durable, HybridTimestamp):
+            s.collector = min_tx_time.record(s.collector, group, durable)
+    pending = await meta_query(s, RebalancesQuery())  # the pins of active rebalances
+    rebalance_pin = min((p.pin for p in pending.values()), default=None)
+    local = compaction_participant.local_min_time(s.lwm.lwm, s.collector.times, rebalance_pin)
+    now = s.now()
+    tx_min = active_txs.minimum_required_time(s.active, now, lambda v: now)
+    version = active_txs.min_version(s.active)
+    if version is not None:
+        tx_min = (await catalog_version(s, version)).activation
+    s.ctx.send(reply_to, compaction_participant.reply(request.iteration, s.me, local, tx_min))
+
+
+async def prepare_tx_time(s: NodeState, ts: HybridTimestamp) -> None:
+    """Propose `UpdateMinActiveTxTimeCmd(ts)` and then a flush to every partition this
+    node leads (`replicas_to_update`)."""
+    log_now = await catalog_log_now(s)
+    versions = active_versions(log_now, ts, s.now())
+    primary = {g: (s.me if await leads(s, partition_group(g)) else None)
+               for g in s.collector.times}
+    for group in compaction_participant.replicas_to_update(versions, s.me, primary):
+        nodes = tuple(sorted(s.assignments.get(group, ())))
+        if not nodes:
+            continue
+        requests = (Propose(UpdateMinActiveTxTimeCmd(ts)), Propose(FlushCmd()))
+        await spawn_task(s.ctx, partition_group(group), nodes, requests,
+                         s.next_tag(("min_tx", group)))
+
+
+async def lwm_event(s: NodeState, event: lw.Event) -> None:
+    """Step the low watermark's core and execute its effects."""
+    s.lwm, effects = lw.step(s.lwm, event)
+    for e in effects:
+        if isinstance(e, lw.Persist):
+            store_lwm(s.lwm_path(), e.lwm)
+        elif isinstance(e, lw.Changed):
+            for pid in s.lwm_subscribers:
+                s.ctx.send(pid, LwmChanged(e.lwm))
+            await _collect_garbage(s, e.lwm)
+        elif isinstance(e, lw.SetTimer):
+            delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
+            s.ctx.send_after(delay, s.ctx.self(), LwmTick(e.at_physical_ms))
+
+
+async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
+    """On a new low watermark, propose `GcCmd` to the partitions this node leads: row
+    versions no read at or above the watermark can see go, and so do the rows of tables
+    dropped at or before it (those the retained catalog versions still name)."""
+    try:
+        log_now = await catalog_log_now(s)
+        at_lwm = catalog_log.catalog_at(log_now, max(lwm, log_now.snapshot.activation))
+    except CatalogError:
+        return
+    known = {t for v in range(log_now.earliest_version, log_now.latest_version + 1)
+             for t in catalog_log.catalog(log_now, v).tables}
+    dropped = frozenset(t for t in known
+                        if t not in at_lwm.tables and t < at_lwm.object_id_gen)
+    for group in sorted(s.collector.times, key=str):
+        nodes = tuple(sorted(s.assignments.get(group, ())))
+        if nodes and await leads(s, partition_group(group)):
+            await spawn_task(s.ctx, partition_group(group), nodes,
+                             (Propose(GcCmd(lwm, dropped)),), s.next_tag(("gc", group)))
+
+
+__all__ = ["LwmTick", "lwm_event", "min_times", "prepare_tx_time"]
