@@ -42,6 +42,7 @@ from sediment.actors.catalog.descriptors import Column  # noqa: E402
 from sediment.actors.catalog.hlc import hts  # noqa: E402
 from sediment.actors.catalog.machine import CatalogMachine  # noqa: E402
 from sediment.actors.log.shell.protocol import Done, Propose
+from sediment.actors.tables import node_protocol as tn
 
 TABLES = 20
 KEEP = 100  # versions kept by the partial compaction
@@ -124,14 +125,17 @@ async def _tx_client(ctx: Any, target: str, n: int, writes: int, base: int,
     await ctx.receive(lambda m: m == "go")
     committed = 0
     for i in range(n):
-        _, tx, _ts, _v = await ctx.call(node, ("begin",), timeout=60)
+        began = await ctx.call(node, tn.Begin(), timeout=60)
+        if not isinstance(began, tn.Began):
+            raise RuntimeError(f"begin failed: {began!r}")
         for w in range(writes):
             key = (base + i * writes + w) % 4096
-            reply = await ctx.call(node, ("write", tx, "T", {"k": key, "v": i}), timeout=60)
-            if not isinstance(reply, Done):
+            reply = await ctx.call(node, tn.Write(began.tx_id, "T", {"k": key, "v": i}),
+                                   timeout=60)
+            if not isinstance(reply, tn.Written):
                 raise RuntimeError(f"write failed: {reply!r}")
-        reply = await ctx.call(node, ("commit", tx), timeout=60)
-        committed += bool(reply[0] == "ok" and reply[1])
+        ended = await ctx.call(node, tn.Commit(began.tx_id), timeout=60)
+        committed += bool(isinstance(ended, tn.Ended) and ended.committed)
     ctx.send(report_to, ("done", committed))
 
 
