@@ -51,7 +51,7 @@ def _start(rt: Any, tmp_path: Path, executor: Any = None, workers: int = 1) -> B
 
 
 def _bridge_status(rt: Any) -> Any:
-    return rt.call(BRIDGE_NAME, ("status",), timeout=30)[1]
+    return rt.call(BRIDGE_NAME, ("status",), timeout=30)
 
 
 def _executors() -> list[Any]:

@@ -106,7 +106,7 @@ def bridge(ray_rt: Any) -> Iterator[Any]:
 
 
 def _status(rt: Any) -> Any:
-    return rt.call(BRIDGE_NAME, ("status",), timeout=30)[1]
+    return rt.call(BRIDGE_NAME, ("status",), timeout=30)
 
 
 def _merge(rt: Any, root: Path, base: str, step: int) -> Any:
