@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -58,28 +59,36 @@ def _members(rt: Any, nodes: tuple[str, ...]) -> list[dict[str, Any]]:
     return [asdict(m) for m in view.members]
 
 
-def _stop_on_signals() -> None:
-    """Ctrl-C (SIGINT) and SIGTERM stop the cluster and tear its actors down. Python
+def _stop_on_signals() -> threading.Event:
+    """Ctrl-C (SIGINT) and SIGTERM stop the cluster and tear its actors down: the first
+    sets the returned event, which the serving loop looks at (an exception raised at an
+    arbitrary point, inside a logging or runtime lock, could leave the teardown waiting
+    on that lock); a second one raises KeyboardInterrupt. Handled here because Python
     raises KeyboardInterrupt for SIGINT only when SIGINT was not ignored at its start,
     and a command a non-interactive shell runs with `&` starts with it ignored: such a
     `start` went on through every Ctrl-C and was killed, leaving its (detached) cluster
     running."""
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        stop.set()
 
     for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, stop)
+        signal.signal(s, on_signal)
+    return stop
 
 
 def cmd_start(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    _stop_on_signals()
+    stop = _stop_on_signals()
     with log.file_sink(data_dir / LOG_FILE, capture_processes=True):
-        return _start(args, data_dir)
+        return _start(args, data_dir, stop)
 
 
-def _start(args: argparse.Namespace, data_dir: Path) -> int:
+def _start(args: argparse.Namespace, data_dir: Path, stop: threading.Event) -> int:
     from sediment.actors.etcd.server import EtcdWire, TlsFiles
     from sediment.actors.kv.cluster import Cluster
     from sediment.runtime import api
@@ -132,15 +141,18 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
             print(f"  ray:     address {state['ray_address']} (namespace sediment)")
         print("  stop:    Ctrl-C", flush=True)
         deadline = None if args.run_for is None else time.monotonic() + args.run_for
-        while deadline is None or time.monotonic() < deadline:
+        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             if args.backend == "sim":  # virtual time keeps pace with the wall clock
                 rt.sleep(STATUS_EVERY)
-            time.sleep(STATUS_EVERY if args.backend == "ray" else 0.05)
+            if stop.wait(STATUS_EVERY if args.backend == "ray" else 0.05):
+                break
             members = _members(rt, nodes)
             leaders = {m["leader"] for m in members if m["up"] and m["role"] == "leader"}
             state.update(updated_at=_now_iso(), members=members, metrics=metrics_view.read(),
                          leader=next(iter(leaders)) if len(leaders) == 1 else None)
             _write_state(state_path, state)
+        if stop.is_set():
+            print("\nstopping ...", flush=True)
     except KeyboardInterrupt:
         print("\nstopping ...", flush=True)
     finally:
