@@ -48,11 +48,11 @@ from sediment.actors.catalog.metastore_machine import (
     MetastoreFactory,
     RebalancesQuery,
 )
-from sediment.actors.log.shell.cluster import GroupClient, node_children
+from sediment.actors.log.shell.cluster import GroupClient
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
+from sediment.actors.log.shell.while_leading import LeaderChild
 from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables import unique_build
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
@@ -65,10 +65,10 @@ from sediment.actors.tables.names import (
     table_node_name,
 )
 from sediment.actors.tables.node_state import TableNodeConfig
-from sediment.actors.tables.partition_members import PartitionOptions, parts_supervisor
+from sediment.actors.tables.node_tree import node_tree
+from sediment.actors.tables.partition_members import PartitionOptions
 from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
 from sediment.actors.tables.recorder import Recorder, poll_replay
-from sediment.actors.tables.table_node import table_node
 from sediment.actors.tables.transaction import Transaction
 from sediment.runtime import api
 from sediment.runtime.errors import CallError, CallExit, NoProc
@@ -131,7 +131,7 @@ class TablesCluster:
                                                host=RAFT_HOST),
                                          (SupFlags(strategy="rest_for_one", intensity=50,
                                                    period=10),
-                                          _children(n, spec, config, drivers))),
+                                          node_tree(n, spec, config, drivers))),
                            type="supervisor") for n in names]
         top = start_top(rt, SupFlags(intensity=50, period=10), specs, name="tables",
                         node=top_node)
@@ -378,12 +378,7 @@ class TablesCluster:
         """A read-only index lookup at `ts` (default: now): the rows whose indexed
         columns equal `values`, by primary key. The index must be AVAILABLE then
         (`IndexNotAvailable`)."""
-        rows, read_ts = self.read(node or self.nodes[0], p.RoLookup(index, tuple(values), ts))
-        cat = self.catalog_at(read_ts, node)
-        found = cat.index_named(index)
-        for pk, row in rows:  # each row was read at read_ts, as a get is
-            if found is not None:
-                self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
+        rows = self._index_read(index, p.RoLookup(index, tuple(values), ts), node)
         return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
 
     def range_lookup(self, index: str, lower: Sequence[Any] | None = None,
@@ -395,12 +390,19 @@ class TablesCluster:
         rng = IndexRange(None if lower is None else tuple(lower),
                          None if upper is None else tuple(upper), lower_inclusive,
                          upper_inclusive)
-        rows, read_ts = self.read(node or self.nodes[0], p.RoRange(index, rng, ts))
-        found = self.catalog_at(read_ts, node).index_named(index)
-        for pk, row in rows:  # each row was read at read_ts, as a get is
-            if found is not None:
-                self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
+        rows = self._index_read(index, p.RoRange(index, rng, ts), node)
         return [row for _, row in rows]
+
+    def _index_read(self, index: str, request: p.ReadRequest,
+                    node: str | None) -> list[Any]:
+        """An index lookup's rows [(key, row)], each recorded as read at the lookup's
+        timestamp, as a get is."""
+        rows, read_ts = self.read(node or self.nodes[0], request)
+        found = self.catalog_at(read_ts, node).index_named(index)
+        if found is not None:
+            for pk, row in rows:
+                self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
+        return rows
 
     def prefix_lookup(self, index: str, prefix: Sequence[Any],
                       ts: HybridTimestamp | None = None,
@@ -487,23 +489,6 @@ class TablesCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _children(node: str, spec: GroupSpec, config: TableNodeConfig,
-              drivers: tuple[LeaderChild, ...]) -> list[ChildSpec]:
-    """The node's log processes, partitions, table node, and one follower of the
-    metastore leadership per process that runs beside the leader (the compaction
-    coordinator, the index build driver)."""
-    return [
-        *node_children(node, [spec]),
-        parts_supervisor(node),
-        ChildSpec("tables", (Spawn(table_node, node=node, name=table_node_name(node),
-                                   label=table_node_name(node), host=RAFT_HOST), (config,))),
-        *(ChildSpec(f"{d.role}-follower", (Spawn(while_leading, node=node,
-                                                 label=f"{d.role}-follower@{node}",
-                                                 host=RAFT_HOST), (d,)))
-          for d in drivers),
-    ]
 
 
 __all__ = ["TEST_LWM", "TablesCluster", "Transaction"]
