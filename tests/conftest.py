@@ -101,20 +101,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def rt(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A runtime with nodes n1..n3 on each backend; torn down after the test. "ray-hosted"
+    """A runtime with nodes n1..n3 (or a test's `rt_nodes` marker) on each backend; torn
+    down after the test. "ray-hosted"
     and "sim-hosted": processes spawned without a host share one host per node."""
     from sediment.runtime import api
 
     backend, _, placement = str(request.param).partition("-")
     default_host = SHARED_HOST if placement == "hosted" else None
+    marker = request.node.get_closest_marker("rt_nodes")
+    nodes = tuple(marker.args) if marker else ("n1", "n2", "n3")
     if backend == "ray":
         request.getfixturevalue("ray_cluster")
         # No warm pool here: a fresh cluster per test would pay for idle actors it
         # never uses. The pool has its own test.
-        runtime = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0,
+        runtime = api.start("ray", nodes=nodes, reap_delay=1.0, warm_pool=0,
                             default_host=default_host)
     else:
-        runtime = api.start("sim", seed=request.node.nodeid.__len__(), nodes=("n1", "n2", "n3"),
+        runtime = api.start("sim", seed=request.node.nodeid.__len__(), nodes=nodes,
                             default_host=default_host)
     yield runtime
     runtime.shutdown()

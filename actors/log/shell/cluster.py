@@ -74,12 +74,16 @@ def node_supervisor(node: str, children: list[ChildSpec]) -> ChildSpec:
                      type="supervisor")
 
 
-def start_log_cluster(rt: Any, groups: list[GroupSpec], name: str = "log") -> Pid:
-    """Start every node's WAL and raft servers under one top supervisor."""
+def start_log_cluster(rt: Any, groups: list[GroupSpec], name: str = "log",
+                      top_node: str | None = None) -> Pid:
+    """Start every node's WAL and raft servers under one top supervisor, on `top_node`
+    (default: the first member node). The top is linked to every node supervisor: a crash
+    of the node it runs on ends every node's tree, so a test or deployment that kills
+    whole member nodes puts it on a node of its own."""
     nodes = sorted({n for g in groups for n in g.nodes})
     specs = [node_supervisor(node, node_children(node, groups)) for node in nodes]
     return start_top(rt, SupFlags(intensity=20, period=10), specs, name=name,
-                     node=nodes[0])
+                     node=top_node or nodes[0])
 
 
 def propose(rt: Any, spec: GroupSpec, command: Any, timeout: float = 30.0) -> tuple[int, Any]:
