@@ -46,6 +46,7 @@ from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
 from sediment.actors.branches.tier import Tier, TierConfig
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.types import Event as KvEvent
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -261,7 +262,7 @@ def collect(rt: Any, started: Started, log: Sequence[KvEvent] | None = None,
 
 def _status(rt: Any, name: str, field: str | None) -> str:
     try:
-        answer = rt.call(name, ("status",), timeout=10)
+        answer = rt.call(name, Status(), timeout=10)
     except CallError as err:
         return f"no status ({type(err).__name__})"
     if field is not None and isinstance(answer, dict):

@@ -20,6 +20,7 @@ from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
 from sediment.actors.log.shell.wal_server import ReadStored
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -43,9 +44,9 @@ async def _gather(ctx: Process, calls: list[tuple[str, Any]]) -> list[Any]:
 async def view(ctx: Process, nodes: tuple[str, ...], kv: bool = True) -> observe.ClusterView:
     """Every member's status at once (without `kv`, only the raft servers')."""
     asked = ctx.now()  # every answer comes after this: a floor seen low was low then
-    calls = [(raft_name(KV_GROUP, n), ("status",)) for n in nodes]
+    calls = [(raft_name(KV_GROUP, n), Status()) for n in nodes]
     if kv:
-        calls += [(kv_node_name(n), ("status",)) for n in nodes]
+        calls += [(kv_node_name(n), Status()) for n in nodes]
     answers = await _gather(ctx, calls)
     members = tuple(observe.member(n, _dict(answers[i]),
                                    _dict(answers[len(nodes) + i]) if kv else None)

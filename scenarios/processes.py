@@ -30,6 +30,7 @@ from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import Compact, Range
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
@@ -160,7 +161,7 @@ def _answer(r: _Recorded, request: Any) -> Any:
     kind = request[0] if isinstance(request, tuple) and request else request
     if kind == "head":
         return r.head
-    if kind == "status":
+    if isinstance(request, Status):
         outcomes = [op.outcome for op in r.ops]
         return {"ops": len(r.ops), "ok": outcomes.count("ok"), "fail": outcomes.count("fail"),
                 "info": outcomes.count("info"), "watches": len(r.watches),
@@ -174,7 +175,7 @@ def _answer(r: _Recorded, request: Any) -> Any:
     if kind == "dump":
         return Dump(tuple(r.ops), tuple(r.watches), tuple(r.samples),
                     tuple(r.entries[i] for i in sorted(r.entries)), tuple(r.notes))
-    return ("error", ("unknown_request", request))
+    return UnknownRequest.of(request)
 
 
 # ---- talking to the KV --------------------------------------------------------------------

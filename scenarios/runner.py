@@ -48,6 +48,7 @@ from typing import Any
 
 from sediment import log
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
 from sediment.scenarios import (
@@ -314,7 +315,7 @@ class _Run:
 
     def _ops(self) -> int:
         try:
-            status = self.rt.call(self.recorder, ("status",), timeout=30)
+            status = self.rt.call(self.recorder, Status(), timeout=30)
         except RuntimeErrorBase:
             return 0
         return int(status.get("ops", 0))
@@ -386,7 +387,7 @@ class _Run:
     def _wait_done(self, names: list[str], timeout: float) -> None:
         deadline = float(self.rt.now()) + timeout
         while True:
-            status = self.rt.call(self.recorder, ("status",), timeout=30)
+            status = self.rt.call(self.recorder, Status(), timeout=30)
             missing = [n for n in names if n not in status["done"]]
             if not missing:
                 return

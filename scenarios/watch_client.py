@@ -18,6 +18,7 @@ from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.names import kv_node_name
 from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -143,7 +144,7 @@ def resume_point(log: WatchLog) -> int:
 
 async def _status(ctx: Process, node: str, name: str) -> dict[str, Any] | None:
     try:
-        answer = await ctx.call(name, ("status",), timeout=STATUS_TIMEOUT)
+        answer = await ctx.call(name, Status(), timeout=STATUS_TIMEOUT)
     except CallError:
         return None
     return answer if isinstance(answer, dict) else None

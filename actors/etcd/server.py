@@ -43,6 +43,7 @@ from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import LeaderChanged, Subscribe
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.process import Process
@@ -266,7 +267,7 @@ async def _on_call(server: EtcdServer, call: Call) -> None:
         else:
             ctx.reply(call.from_, server.lessor.remaining(now, lease))
     else:
-        ctx.reply(call.from_, ("error", ("unknown_request", call.request)))
+        ctx.reply(call.from_, UnknownRequest.of(call.request))
 
 
 class _Malformed:

@@ -65,6 +65,7 @@ from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
@@ -195,7 +196,7 @@ class Cluster:
 
     def _raft_status(self, node: str) -> dict[str, Any] | None:
         try:
-            return self.rt.call(raft_name(KV_GROUP, node), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(raft_name(KV_GROUP, node), Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -249,7 +250,7 @@ class NodeHandle:
 
     def status(self) -> dict[str, Any] | None:
         try:
-            return self.cluster.rt.call(kv_node_name(self.name), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.cluster.rt.call(kv_node_name(self.name), Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 

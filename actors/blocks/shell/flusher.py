@@ -14,7 +14,7 @@ their outcomes back as events:
   fsync, rename), off the event loop where the runtime has threads.
 
 Time is the runtime's clock, read here and handed to the core. A tick every
-`tick_interval` drives the flush thresholds. Calls: ("status",) -> the core's view.
+`tick_interval` drives the flush thresholds. Calls: Status() -> the core's view.
 Failpoint `blocks.flusher.before_propose`: the blocks are written, the AddBlocks not
 yet proposed (a crash there leaves files no index entry names; the next flusher
 rewrites the same ids, keeping the files on disk and proposing their metadata, or
@@ -41,6 +41,7 @@ from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.messages import Call
@@ -217,7 +218,7 @@ async def _leader(fl: _Flusher) -> str | None:
     me = ctx.self().node
     for node in sorted(fl.config.nodes, key=lambda n: n != me):
         try:
-            status = await ctx.call(raft_name(METASTORE_GROUP, node), ("status",),
+            status = await ctx.call(raft_name(METASTORE_GROUP, node), Status(),
                                     timeout=fl.config.call_timeout)
         except CallError:
             continue
@@ -228,14 +229,14 @@ async def _leader(fl: _Flusher) -> str | None:
 
 
 def _on_call(fl: _Flusher, s: fc.FlusherState, call: Call) -> None:
-    if call.request == ("status",):
+    if isinstance(call.request, Status):
         fl.ctx.reply(call.from_, {
             "node": fl.ctx.self().node, "term": s.term, "phase": s.phase, "cursor": s.cursor,
             "read_through": s.read_through, "flushed": dict(s.flushed),
             "pending": {shard: len(p.rows) for shard, p in sorted(s.pending.items())},
             "counts": dict(fl.counts), "last_problem": fl.last_problem})
     else:
-        fl.ctx.reply(call.from_, ("error", ("unknown_request", repr(call.request)[:200])))
+        fl.ctx.reply(call.from_, UnknownRequest.of(call.request))
 
 
 def _count(fl: _Flusher, name: str) -> None:
