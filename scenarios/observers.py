@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.queries import Revisions
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
@@ -128,7 +129,7 @@ async def _revision_of(ctx: Process, index: int,
             continue
         try:
             reply = await ctx.call(raft_name(KV_GROUP, m.node),
-                                   Query(("revisions", index, index)),
+                                   Query(Revisions(index, index)),
                                    timeout=STATUS_TIMEOUT)
         except CallError:
             continue

@@ -25,6 +25,7 @@ from sediment.actors.etcd.services import answer
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.kv import validation, wire
 from sediment.actors.kv.errors import ErrLeaseNotFound, ErrLeaseTTLTooLarge, InvalidRequest
+from sediment.actors.kv.queries import AllLeases, LeaseLookup
 from sediment.actors.kv.types import LeaseGrant, LeaseInfo, LeaseRevoke, Put
 from sediment.actors.kv.validation import Limits
 from sediment.runtime.errors import CallError
@@ -111,7 +112,7 @@ class LeaseService:
 
     async def _time_to_live(self, request: Any, context: Any) -> Any:
         lease = int(request.ID)
-        info = await self.s.router.local_query(("lease", lease, bool(request.keys)))
+        info = await self.s.router.local_query(LeaseLookup(lease, bool(request.keys)))
         if isinstance(info, ErrLeaseNotFound):
             return pb.LeaseTimeToLiveResponse(header=self.s.header(0), ID=lease, TTL=-1)
         if not isinstance(info, LeaseInfo):
@@ -122,7 +123,7 @@ class LeaseService:
                                           grantedTTL=info.ttl, keys=list(info.keys))
 
     async def _leases(self, request: Any, context: Any) -> Any:
-        infos = await self.s.router.local_query(("leases",))
+        infos = await self.s.router.local_query(AllLeases())
         if isinstance(infos, Exception):
             raise infos
         return pb.LeaseLeasesResponse(header=await self.s.head_header(),

@@ -38,6 +38,7 @@ from sediment.actors.etcd.services import ClusterService, KVService, Maintenance
 from sediment.actors.etcd.watch_stream import WatchService
 from sediment.actors.kv.errors import ErrLeaseNotFound
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.queries import AllLeases, Head
 from sediment.actors.kv.types import LeaseCheckpoint, LeaseRevoke
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.group_spec import GroupSpec
@@ -146,7 +147,7 @@ class EtcdServer:
         return response
 
     async def head_header(self) -> Any:
-        head = await self.router.local_query(("head",))
+        head = await self.router.local_query(Head())
         return self.header(head if isinstance(head, int) else 0)
 
     # -- leases (the lessor runs where the local member leads) ---------------------------
@@ -160,7 +161,7 @@ class EtcdServer:
             self.lessor.granted(self.ctx.now(), lease, ttl)
 
     async def _machine_leases(self) -> list[Any]:
-        infos = await self.router.local_query(("leases",))
+        infos = await self.router.local_query(AllLeases())
         return list(infos) if isinstance(infos, list) else []
 
     async def renew(self, lease: int) -> int:

@@ -43,6 +43,7 @@ from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
 from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.actors.kv.queries import HistoryEvents, HistoryRange
 from sediment.actors.kv.types import (
     Compact,
     Compare,
@@ -346,7 +347,7 @@ class Client:
         revision (which keys lived, their create/mod revision and version: value-only
         compaction keeps them), the compacted values from the blocks. Header revision:
         that member's head (the history below its compaction no longer changes)."""
-        skeleton: hist.RangeSkeleton = self._query_member(("history_range", request), node)
+        skeleton: hist.RangeSkeleton = self._query_member(HistoryRange(request), node)
         values = self._block_values(hist.range_needs(skeleton), request.revision,
                                     compact_revision)
         return hist.fill_range(skeleton, values)
@@ -362,7 +363,7 @@ class Client:
         validation.check_revision(start_revision, "start_revision")
         if end_revision is not None:
             validation.check_revision(end_revision, "end_revision")
-        request = ("history_events", start_revision, end_revision, key, range_end)
+        request = HistoryEvents(start_revision, end_revision, key, range_end)
         skeleton: hist.EventsSkeleton = self._query_member(request, node)
         if start_revision >= skeleton.compact_revision and not skeleton.missing:
             return list(skeleton.events)

@@ -8,7 +8,7 @@ their outcomes back as events:
 - `ReadCursor` / `ProposeFlush`: a proposal to the metastore group (`ReadFlushCursor`,
   `AddBlocks(blocks, through)`), sent to the leader the members name, following
   "not leader" hints, at most `locate_attempts` rounds with a capped backoff;
-- `ReadHistory`: the local KV member's ("flush_rows", lo, max_rows) query: its machine
+- `ReadHistory`: the local KV member's `HistoryRows(lo, max_rows)` query: its machine
   holds only committed, applied entries;
 - `WriteBlocks`: one level-0 block file per shard (`block.write_level0`: temporary file,
   fsync, rename), off the event loop where the runtime has threads.
@@ -39,6 +39,7 @@ from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.queries import HistoryRows
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
 from sediment.runtime.common_calls import Status, UnknownRequest
@@ -160,7 +161,7 @@ def _problem(fl: _Flusher, effect: fc.Problem) -> None:
 
 async def _read(fl: _Flusher, effect: fc.ReadHistory) -> fc.Event:
     ctx = fl.ctx
-    request = Query(("flush_rows", effect.lo, effect.max_rows))
+    request = Query(HistoryRows(effect.lo, effect.max_rows))
     try:
         reply = await ctx.call(raft_name(KV_GROUP, ctx.self().node), request,
                                timeout=fl.config.call_timeout)
