@@ -50,6 +50,7 @@ from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.checkers.branch_reads import check_branch_reads
 from sediment.scenarios.checkers.result import CheckResult
 from sediment.scenarios.processes import wait_for_go
@@ -187,7 +188,7 @@ async def branch_client(ctx: Process, cfg: ClientConfig) -> None:
         except (BranchesError, KvError, CallError) as err:
             outcome = f"{op}:{type(err).__name__}"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    ctx.send(cfg.recorder, ("done", client_name(cfg.client)))
+    ctx.send(cfg.recorder, rp.Finished(client_name(cfg.client)))
     ctx.send(st.collector, ("client_outcomes", cfg.client, outcomes))
 
 

@@ -26,6 +26,7 @@ from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observe
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.processes import Entry, Missing
 
 STATUS_TIMEOUT = 1.0  # seconds for one status answer while probing
@@ -78,7 +79,7 @@ async def log_tail(ctx: Process, cfg: TailConfig) -> None:
         except ReceiveTimeout:
             pass
         if stop_at is not None and next_index > stop_at:
-            ctx.send(cfg.recorder, ("done", "tail"))
+            ctx.send(cfg.recorder, rp.Finished("tail"))
             return
         current = await view(ctx, cfg.nodes, kv=False)
         members = sorted((m for m in current.members if m.up), key=lambda m: -m.commit)
@@ -92,7 +93,7 @@ async def log_tail(ctx: Process, cfg: TailConfig) -> None:
                                             for i in range(next_index, hi + 1)))
             next_index = hi + 1
         if batch:
-            ctx.send(cfg.recorder, ("entries", batch))
+            ctx.send(cfg.recorder, rp.EntriesRead(tuple(batch)))
         if next_index > commit:
             await ctx.sleep(cfg.interval)
 
@@ -149,10 +150,10 @@ class MonitorConfig:
 async def monitor(ctx: Process, cfg: MonitorConfig) -> None:
     """Process entry: a cluster sample every `interval` until ("stop",)."""
     while True:
-        ctx.send(cfg.recorder, ("sample", await view(ctx, cfg.nodes)))
+        ctx.send(cfg.recorder, rp.Sampled(await view(ctx, cfg.nodes)))
         try:
             await ctx.receive(lambda m: m == ("stop",), timeout=cfg.interval)
-            ctx.send(cfg.recorder, ("done", "monitor"))
+            ctx.send(cfg.recorder, rp.Finished("monitor"))
             return
         except ReceiveTimeout:
             pass
