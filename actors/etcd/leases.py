@@ -21,6 +21,7 @@ import grpc
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
+from sediment.actors.etcd.protocol import LeaseTimeToLive, NotLeader, RenewLease
 from sediment.actors.etcd.services import answer
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.kv import validation, wire
@@ -130,7 +131,7 @@ class LeaseService:
                                       leases=[pb.LeaseStatus(ID=i.id) for i in infos])
 
 
-async def at_leader(server: EtcdServer, request: tuple[Any, ...]) -> Any:
+async def at_leader(server: EtcdServer, request: RenewLease | LeaseTimeToLive) -> Any:
     """Ask the leader's etcd server (a follower forwarding a keep-alive or a TTL)."""
     leader = server.router.leader
     if leader is None:
@@ -139,7 +140,7 @@ async def at_leader(server: EtcdServer, request: tuple[Any, ...]) -> Any:
         reply = await server.ctx.call(etcd_name(leader), request, timeout=5)
     except CallError:
         raise EtcdStatus("ErrNoLeader") from None
-    if isinstance(reply, tuple) and reply and reply[0] == "not_leader":
+    if isinstance(reply, NotLeader):
         raise EtcdStatus("ErrNotLeader")
     return reply
 

@@ -34,6 +34,7 @@ from sediment.actors.blocks.shell.cluster import BlocksCluster
 from sediment.actors.blocks.shell.tier import BlockTier, TierParts, tier_children, tier_parts
 from sediment.actors.branches.shell.service import ServicesConfig, branches_child
 from sediment.actors.etcd.names import ETCD_HOST, etcd_name
+from sediment.actors.etcd.protocol import Endpoint
 from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
 from sediment.actors.kv import metrics as kv_metrics
@@ -190,7 +191,7 @@ class Cluster:
             return out
         for node in self.nodes:
             try:
-                out[node] = str(self.rt.call(etcd_name(node), ("endpoint",), timeout=5))
+                out[node] = str(self.rt.call(etcd_name(node), Endpoint(), timeout=5))
             except CallError:
                 out[node] = ""
         return out
