@@ -47,6 +47,7 @@ import etcd_load  # noqa: E402  (benchmarks/, beside this file)
 import grpc  # noqa: E402
 
 from sediment.actors.kv.machine import DB_FILE  # noqa: E402
+from sediment.actors.kv.queries import CompactRevisions
 from sediment.actors.kv.store import Store  # noqa: E402
 from sediment.actors.kv.types import Put, Txn  # noqa: E402
 from sediment.actors.log.shell.protocol import Done, Propose, Query
@@ -219,7 +220,7 @@ def _timed_compaction(cluster: Any, compact: Any) -> dict[str, Any]:
         for n in cluster.nodes:
             if n in per_node:
                 continue
-            reply = cluster.rt.call(raft_name(KV_GROUP, n), Query(("compaction",)),
+            reply = cluster.rt.call(raft_name(KV_GROUP, n), Query(CompactRevisions()),
                                     timeout=60)
             _, finished = reply[1] if reply[0] == "ok" else reply
             if finished >= head:

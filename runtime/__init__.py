@@ -21,6 +21,7 @@ modules under `sediment.runtime` hold the rest.
 """
 
 from .api import BACKENDS, ProcessFailed, Runtime, start
+from .common_calls import Status, UnknownRequest
 from .errors import (
     BadArgument,
     CallError,
@@ -73,7 +74,9 @@ __all__ = [
     "Runtime",
     "RuntimeErrorBase",
     "Shutdown",
+    "Status",
     "Stop",
+    "UnknownRequest",
     "serve",
     "start",
 ]

@@ -46,9 +46,11 @@ from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
 from sediment.actors.branches.tier import Tier, TierConfig
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.types import Event as KvEvent
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.checkers.branch_reads import check_branch_reads
 from sediment.scenarios.checkers.result import CheckResult
 from sediment.scenarios.processes import wait_for_go
@@ -186,7 +188,7 @@ async def branch_client(ctx: Process, cfg: ClientConfig) -> None:
         except (BranchesError, KvError, CallError) as err:
             outcome = f"{op}:{type(err).__name__}"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    ctx.send(cfg.recorder, ("done", client_name(cfg.client)))
+    ctx.send(cfg.recorder, rp.Finished(client_name(cfg.client)))
     ctx.send(st.collector, ("client_outcomes", cfg.client, outcomes))
 
 
@@ -261,7 +263,7 @@ def collect(rt: Any, started: Started, log: Sequence[KvEvent] | None = None,
 
 def _status(rt: Any, name: str, field: str | None) -> str:
     try:
-        answer = rt.call(name, ("status",), timeout=10)
+        answer = rt.call(name, Status(), timeout=10)
     except CallError as err:
         return f"no status ({type(err).__name__})"
     if field is not None and isinstance(answer, dict):

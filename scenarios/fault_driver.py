@@ -21,6 +21,7 @@ from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.pid import Pid
 from sediment.scenarios import holds, nemesis, trigger_waiter
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.history import FaultEvent
 from sediment.scenarios.schema import Fault
 from sediment.scenarios.schema_blocks import TIER_TRIGGERS
@@ -99,7 +100,7 @@ class FaultDriver:
         """Mark each armed failpoint's fault with when and where it fired (its first hit,
         which the process sent the recorder before acting), and note the crash ones that
         never did."""
-        fired = self.rt.call(self.recorder, ("fired",), timeout=30)
+        fired = self.rt.call(self.recorder, rp.FiredFailpoints(), timeout=30)
         self.notes += injector.unfired(fired)
         for k, event in enumerate(self.faults):
             hit = fired.get(nemesis.fired_tag(int(str(event.detail.get("fault", -1)))))
@@ -117,7 +118,7 @@ class FaultDriver:
             end = min(end, fault.at + fault.when.within)
         tag = nemesis.fired_tag(j)
         while True:
-            fired = self.rt.call(self.recorder, ("fired",), timeout=30)
+            fired = self.rt.call(self.recorder, rp.FiredFailpoints(), timeout=30)
             hit = fired.get(tag)
             if isinstance(hit, FailpointHit):
                 return hit

@@ -6,7 +6,7 @@ endpoint, which forwards writes and linearizable reads to its leader. The client
 at a node of its own (`first`) and stays there while it answers; it moves to the next
 node only when nothing was sent (the endpoint refused the connection, or the server
 said it has no leader), so an operation is never sent twice. Endpoints are looked up
-from the node's etcd server process (`("endpoint",)`): a restarted server may listen on
+from the node's etcd server process (`Endpoint()`): a restarted server may listen on
 a new port.
 
 Outcomes, as for the native client (Jepsen): etcd's typed errors (ErrCompacted,
@@ -25,6 +25,7 @@ from typing import Any
 
 from sediment.actors.etcd.client import never_sent
 from sediment.actors.etcd.names import etcd_name
+from sediment.actors.etcd.protocol import Endpoint
 from sediment.actors.kv import errors, rpctypes, wire
 from sediment.actors.kv.etcd_client import _TYPED
 from sediment.runtime.errors import CallError
@@ -91,7 +92,7 @@ class GrpcSession:
         channel = self._channels.get(node)
         if channel is None:
             try:
-                url = await self.ctx.call(etcd_name(node), ("endpoint",),
+                url = await self.ctx.call(etcd_name(node), Endpoint(),
                                           timeout=RESOLVE_TIMEOUT)
             except CallError:
                 return None

@@ -23,6 +23,7 @@ import contextlib
 from typing import Any
 
 from sediment.actors.etcd.names import etcd_name
+from sediment.actors.etcd.protocol import Endpoint
 from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
@@ -66,7 +67,7 @@ class GrpcWatchStream:
         from sediment.actors.etcd.pb import rpc_pb2_grpc
 
         try:
-            url = await self.ctx.call(etcd_name(self.node), ("endpoint",),
+            url = await self.ctx.call(etcd_name(self.node), Endpoint(),
                                       timeout=RESOLVE_TIMEOUT)
         except CallError:
             return False

@@ -60,7 +60,7 @@ def _int(d: Mapping[str, Any] | None, key: str) -> int:
 
 def member(node: str, raft: Mapping[str, Any] | None,
            kv: Mapping[str, Any] | None) -> MemberView:
-    """A member from its raft server's ("status",) answer and its KV node's."""
+    """A member from its raft server's `Status()` answer and its KV node's."""
     role = raft.get("role") if raft is not None else None
     leader = raft.get("leader") if raft is not None else None
     segments = raft.get("segments", ()) if raft is not None else ()

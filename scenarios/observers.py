@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.queries import Revisions
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
 from sediment.actors.log.shell.wal_server import ReadStored
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observe
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.processes import Entry, Missing
 
 STATUS_TIMEOUT = 1.0  # seconds for one status answer while probing
@@ -43,9 +46,9 @@ async def _gather(ctx: Process, calls: list[tuple[str, Any]]) -> list[Any]:
 async def view(ctx: Process, nodes: tuple[str, ...], kv: bool = True) -> observe.ClusterView:
     """Every member's status at once (without `kv`, only the raft servers')."""
     asked = ctx.now()  # every answer comes after this: a floor seen low was low then
-    calls = [(raft_name(KV_GROUP, n), ("status",)) for n in nodes]
+    calls = [(raft_name(KV_GROUP, n), Status()) for n in nodes]
     if kv:
-        calls += [(kv_node_name(n), ("status",)) for n in nodes]
+        calls += [(kv_node_name(n), Status()) for n in nodes]
     answers = await _gather(ctx, calls)
     members = tuple(observe.member(n, _dict(answers[i]),
                                    _dict(answers[len(nodes) + i]) if kv else None)
@@ -76,7 +79,7 @@ async def log_tail(ctx: Process, cfg: TailConfig) -> None:
         except ReceiveTimeout:
             pass
         if stop_at is not None and next_index > stop_at:
-            ctx.send(cfg.recorder, ("done", "tail"))
+            ctx.send(cfg.recorder, rp.Finished("tail"))
             return
         current = await view(ctx, cfg.nodes, kv=False)
         members = sorted((m for m in current.members if m.up), key=lambda m: -m.commit)
@@ -90,7 +93,7 @@ async def log_tail(ctx: Process, cfg: TailConfig) -> None:
                                             for i in range(next_index, hi + 1)))
             next_index = hi + 1
         if batch:
-            ctx.send(cfg.recorder, ("entries", batch))
+            ctx.send(cfg.recorder, rp.EntriesRead(tuple(batch)))
         if next_index > commit:
             await ctx.sleep(cfg.interval)
 
@@ -127,7 +130,7 @@ async def _revision_of(ctx: Process, index: int,
             continue
         try:
             reply = await ctx.call(raft_name(KV_GROUP, m.node),
-                                   Query(("revisions", index, index)),
+                                   Query(Revisions(index, index)),
                                    timeout=STATUS_TIMEOUT)
         except CallError:
             continue
@@ -147,10 +150,10 @@ class MonitorConfig:
 async def monitor(ctx: Process, cfg: MonitorConfig) -> None:
     """Process entry: a cluster sample every `interval` until ("stop",)."""
     while True:
-        ctx.send(cfg.recorder, ("sample", await view(ctx, cfg.nodes)))
+        ctx.send(cfg.recorder, rp.Sampled(await view(ctx, cfg.nodes)))
         try:
             await ctx.receive(lambda m: m == ("stop",), timeout=cfg.interval)
-            ctx.send(cfg.recorder, ("done", "monitor"))
+            ctx.send(cfg.recorder, rp.Finished("monitor"))
             return
         except ReceiveTimeout:
             pass

@@ -7,8 +7,9 @@ different clients compare.
 
 - `recorder`: buffers what the others report (operations, watch logs, cluster samples,
   log entries, the first hit of each failpoint the nemesis armed); the driver reads it
-  all with ("dump",) and the hits with ("fired",). Bounded: past a limit it keeps a
-  note instead (a truncated history must never be judged as complete).
+  all with `TakeDump()` and the hits with `FiredFailpoints()` (`recorder_protocol.py`).
+  Bounded: past a limit it keeps a note instead (a truncated history must never be
+  judged as complete).
 - `traffic_client`: one Jepsen process: a request from the seed, one at a time, each
   recorded with its invoke and complete times and the raft index it got.
 - `compactor`: client Compacts at random revisions in [last, head + ahead].
@@ -30,12 +31,14 @@ from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.types import Compact, Range
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observe
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.history import Failure, OpKind, Request, WatchLog
 from sediment.scenarios.schema import Compactions, Traffic
 from sediment.scenarios.traffic import RequestGenerator, compact_target
@@ -119,7 +122,8 @@ class _Recorded:
 
 
 async def recorder(ctx: Process) -> None:
-    """Process entry: buffer reports until killed; answer the driver's calls."""
+    """Process entry: buffer reports until killed; answer the driver's calls
+    (`recorder_protocol.py`)."""
     r = _Recorded()
     while True:
         msg = await ctx.receive()
@@ -127,54 +131,55 @@ async def recorder(ctx: Process) -> None:
             ctx.reply(msg.from_, _answer(r, msg.request))
         elif isinstance(msg, FailpointHit):  # a failpoint the nemesis armed (tag: fault)
             r.fired.setdefault(msg.tag, msg)
-        elif isinstance(msg, tuple) and msg:
+        elif isinstance(msg, rp.Report):
             _store(r, msg)
 
 
-def _store(r: _Recorded, msg: tuple[Any, ...]) -> None:
-    tag = msg[0]
-    if tag == "op" and not r.full("ops", len(r.ops)):
-        rec: OpRecord = msg[1]
-        r.ops.append(rec)
-        rev = getattr(rec.result, "revision", 0) if rec.outcome == "ok" else 0
-        if isinstance(rev, int) and not isinstance(rec.request, Compact):
-            r.head = max(r.head, rev)
-    elif tag == "watch" and not r.full("watches", len(r.watches)):
-        w: WatchLog = msg[1]
-        if not r.full("responses", r.responses + len(w.responses)):
+def _store(r: _Recorded, msg: rp.Report) -> None:
+    if isinstance(msg, rp.OpDone):
+        if not r.full("ops", len(r.ops)):
+            rec = msg.record
+            r.ops.append(rec)
+            rev = getattr(rec.result, "revision", 0) if rec.outcome == "ok" else 0
+            if isinstance(rev, int) and not isinstance(rec.request, Compact):
+                r.head = max(r.head, rev)
+    elif isinstance(msg, rp.WatchDone):
+        w = msg.log
+        if not r.full("watches", len(r.watches)) and not r.full(
+                "responses", r.responses + len(w.responses)):
             r.watches.append(w)
             r.responses += len(w.responses)
-    elif tag == "sample" and not r.full("samples", len(r.samples)):
-        r.samples.append(msg[1])
-    elif tag == "entries":
-        for e in msg[1]:
+    elif isinstance(msg, rp.Sampled):
+        if not r.full("samples", len(r.samples)):
+            r.samples.append(msg.view)
+    elif isinstance(msg, rp.EntriesRead):
+        for e in msg.entries:
             if not r.full("entries", len(r.entries)):
                 r.entries[e.index] = e
-    elif tag == "session":
-        r.sessions[msg[1]] = (msg[2], msg[3])
-    elif tag == "done":
-        r.done.add(msg[1])
+    elif isinstance(msg, rp.SessionOpened):
+        r.sessions[msg.client] = (msg.pid, msg.node)
+    elif isinstance(msg, rp.Finished):
+        r.done.add(msg.who)
 
 
 def _answer(r: _Recorded, request: Any) -> Any:
-    kind = request[0] if isinstance(request, tuple) and request else request
-    if kind == "head":
+    if isinstance(request, rp.HeadRevision):
         return r.head
-    if kind == "status":
+    if isinstance(request, Status):
         outcomes = [op.outcome for op in r.ops]
         return {"ops": len(r.ops), "ok": outcomes.count("ok"), "fail": outcomes.count("fail"),
                 "info": outcomes.count("info"), "watches": len(r.watches),
                 "entries": len(r.entries), "done": sorted(r.done)}
-    if kind == "sessions":
+    if isinstance(request, rp.Sessions):
         return dict(r.sessions)
-    if kind == "fired":
+    if isinstance(request, rp.FiredFailpoints):
         return dict(r.fired)
-    if kind == "last_sample":
+    if isinstance(request, rp.LastSample):
         return r.samples[-1] if r.samples else None
-    if kind == "dump":
+    if isinstance(request, rp.TakeDump):
         return Dump(tuple(r.ops), tuple(r.watches), tuple(r.samples),
                     tuple(r.entries[i] for i in sorted(r.entries)), tuple(r.notes))
-    return ("error", ("unknown_request", request))
+    return UnknownRequest.of(request)
 
 
 # ---- talking to the KV --------------------------------------------------------------------
@@ -321,9 +326,9 @@ async def traffic_client(ctx: Process, cfg: ClientConfig) -> None:
             if ctx.now() >= end_t:
                 break
         kind, req = gen.next()
-        ctx.send(cfg.recorder, ("op", await kv.request(cfg.client, kind, req)))
+        ctx.send(cfg.recorder, rp.OpDone(await kv.request(cfg.client, kind, req)))
     await _close(kv)
-    ctx.send(cfg.recorder, ("done", f"client-{cfg.client}"))
+    ctx.send(cfg.recorder, rp.Finished(f"client-{cfg.client}"))
 
 
 @dataclass(frozen=True)
@@ -360,7 +365,7 @@ async def compactor(ctx: Process, cfg: CompactorConfig) -> None:
         wait = at - ctx.now()
         if wait > 0:
             await ctx.sleep(wait)
-        head = await ctx.call(cfg.recorder, ("head",), timeout=30)
+        head = await ctx.call(cfg.recorder, rp.HeadRevision(), timeout=30)
         if isinstance(spec, int):
             revision = spec
         elif spec == "head":
@@ -368,13 +373,13 @@ async def compactor(ctx: Process, cfg: CompactorConfig) -> None:
         else:
             revision = compact_target(rng, last, head, cfg.compactions.ahead)
         rec = await kv.request(cfg.client, "compact", Compact(revision))
-        ctx.send(cfg.recorder, ("op", rec))
+        ctx.send(cfg.recorder, rp.OpDone(rec))
         if rec.outcome == "ok":
             last = max(last, revision)
         elif isinstance(rec.result, Failure) and rec.result.compact_revision:
             last = max(last, rec.result.compact_revision)
     await _close(kv)
-    ctx.send(cfg.recorder, ("done", "compactor"))
+    ctx.send(cfg.recorder, rp.Finished("compactor"))
 
 
 async def final_read(ctx: Process, client: int, nodes: tuple[str, ...], recorder: Pid,
@@ -386,7 +391,7 @@ async def final_read(ctx: Process, client: int, nodes: tuple[str, ...], recorder
     try:
         for _ in range(attempts):
             rec: OpRecord = await kv.request(client, "range", Range(*EVERY_KEY))
-            ctx.send(recorder, ("op", rec))
+            ctx.send(recorder, rp.OpDone(rec))
             if rec.outcome == "ok":
                 return rec
             await ctx.sleep(RETRY_PAUSE * 4)

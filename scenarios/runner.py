@@ -48,6 +48,7 @@ from typing import Any
 
 from sediment import log
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.pid import Pid
 from sediment.scenarios import (
@@ -63,6 +64,7 @@ from sediment.scenarios import (
     trigger_waiter,
     watch_client,
 )
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.assemble import Assembled, assemble
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
 from sediment.scenarios.checkers.tier_state import TierState
@@ -314,13 +316,13 @@ class _Run:
 
     def _ops(self) -> int:
         try:
-            status = self.rt.call(self.recorder, ("status",), timeout=30)
+            status = self.rt.call(self.recorder, Status(), timeout=30)
         except RuntimeErrorBase:
             return 0
         return int(status.get("ops", 0))
 
     def _sessions(self) -> dict[int, tuple[Pid, str]]:
-        answer = self.rt.call(self.recorder, ("sessions",), timeout=30)
+        answer = self.rt.call(self.recorder, rp.Sessions(), timeout=30)
         return answer if isinstance(answer, dict) else {}
 
     def _recover(self) -> processes.OpRecord | None:
@@ -378,7 +380,7 @@ class _Run:
 
     def _view(self, after: float) -> observe.ClusterView | None:
         """The monitor's latest sample, if it was taken after `after` (runtime clock)."""
-        sample = self.rt.call(self.recorder, ("last_sample",), timeout=30)
+        sample = self.rt.call(self.recorder, rp.LastSample(), timeout=30)
         if isinstance(sample, observe.ClusterView) and sample.t > after:
             return sample
         return None
@@ -386,7 +388,7 @@ class _Run:
     def _wait_done(self, names: list[str], timeout: float) -> None:
         deadline = float(self.rt.now()) + timeout
         while True:
-            status = self.rt.call(self.recorder, ("status",), timeout=30)
+            status = self.rt.call(self.recorder, Status(), timeout=30)
             missing = [n for n in names if n not in status["done"]]
             if not missing:
                 return
@@ -433,7 +435,7 @@ class _Run:
         return state
 
     def _collect(self, final: processes.OpRecord | None) -> Assembled:
-        dump = self.rt.call(self.recorder, ("dump",), timeout=120)
+        dump = self.rt.call(self.recorder, rp.TakeDump(), timeout=120)
         return assemble(dump, self.t0, self.faults, final)
 
     def _check(self, a: Assembled) -> list[CheckResult]:

@@ -23,6 +23,7 @@ from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.names import table_node_name
 from sediment.actors.tables.recorder import Recorder
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -81,7 +82,7 @@ async def tables_client(ctx: Process, cfg: ClientConfig) -> None:
         if msg.request == ("records",):
             ctx.reply(msg.from_, (c.rec, dict(c.outcomes)))
             return
-        ctx.reply(msg.from_, ("error", "unknown_request"))
+        ctx.reply(msg.from_, UnknownRequest.of(msg.request))
 
 
 class _Client:

@@ -52,6 +52,7 @@ from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout, RuntimeErrorBase
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -175,7 +176,7 @@ async def applied_cursor(ctx: Process, nodes: tuple[str, ...]) -> int:
 async def kv_statuses(ctx: Process, nodes: tuple[str, ...]) -> list[dict[str, Any]]:
     out = []
     for n in nodes:
-        status = await _call(ctx, raft_name(KV_GROUP, n), ("status",))
+        status = await _call(ctx, raft_name(KV_GROUP, n), Status())
         if isinstance(status, dict):
             out.append(status)
     return out
@@ -190,7 +191,7 @@ async def workers_holding(ctx: Process, nodes: tuple[str, ...]) -> list[str]:
             pid = child[1] if isinstance(child, tuple) and len(child) > 1 else None
             if not isinstance(pid, Pid):
                 continue
-            status = await _call(ctx, pid, ("status",))
+            status = await _call(ctx, pid, Status())
             jobs = status.get("jobs") if isinstance(status, dict) else None
             if jobs:
                 out += [f"{pid}: {name}" for name in sorted(jobs)]

@@ -41,6 +41,7 @@ from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.kv.cluster import Client, Cluster
 from sediment.actors.kv.errors import ErrCompacted, KvError
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.queries import Events
 from sediment.actors.kv.types import ALL_KEYS, Event
 from sediment.actors.log.shell.cluster import propose
 from sediment.actors.log.shell.names import raft_name
@@ -198,7 +199,7 @@ def _hot_rows(cluster: Cluster, head: int, budget: Budget) -> tuple[int, tuple[R
                 return k, ()
             try:
                 got = cluster.rt.call(raft_name(KV_GROUP, node),
-                                      Query(("events", k + 1, head, b"\0", ALL_KEYS)),
+                                      Query(Events(k + 1, head, b"\0", ALL_KEYS)),
                                       timeout=budget.timeout)
             except RuntimeErrorBase:
                 continue

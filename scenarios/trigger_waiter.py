@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import ReceiveTimeout
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.messages import Call
@@ -61,7 +62,7 @@ async def trigger_waiter(ctx: Process) -> None:
         elif isinstance(request, tuple) and len(request) == 3 and request[0] == "leader":
             ctx.reply(msg.from_, await _leader(ctx, tuple(request[1]), float(request[2])))
         else:
-            ctx.reply(msg.from_, ("error", ("unknown_request", request)))
+            ctx.reply(msg.from_, UnknownRequest.of(request))
 
 
 async def _held(ctx: Process, tag: str, deadline: float) -> Moment:

@@ -18,9 +18,11 @@ from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.names import kv_node_name
 from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
+from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.grpc_watch import GrpcWatchStream
 from sediment.scenarios.history import WatchLog, WatchResponse
 from sediment.scenarios.observers import STATUS_TIMEOUT
@@ -119,7 +121,7 @@ class _Watching:
             return
         log = replace(self.log, end_t=self.ctx.now(), end_reason=reason,
                       compact_revision=compact_revision)
-        self.ctx.send(self.cfg.recorder, ("watch", log))
+        self.ctx.send(self.cfg.recorder, rp.WatchDone(log))
         self.resume_at = resume_point(log)
         self.log, self.watch_id = None, None
 
@@ -143,7 +145,7 @@ def resume_point(log: WatchLog) -> int:
 
 async def _status(ctx: Process, node: str, name: str) -> dict[str, Any] | None:
     try:
-        answer = await ctx.call(name, ("status",), timeout=STATUS_TIMEOUT)
+        answer = await ctx.call(name, Status(), timeout=STATUS_TIMEOUT)
     except CallError:
         return None
     return answer if isinstance(answer, dict) else None
@@ -175,10 +177,10 @@ async def watcher_client(ctx: Process, cfg: WatcherConfig) -> None:
         w.resume_at = await _resolve_start(ctx, cfg.spec, cfg.node)
         await _watch_loop(w)
     if w.log is not None:  # still open at the end: reported as open
-        ctx.send(cfg.recorder, ("watch", w.log))
+        ctx.send(cfg.recorder, rp.WatchDone(w.log))
     if w.session is not None:
         await w.session.close()
-    ctx.send(cfg.recorder, ("done", f"watcher-{cfg.client}"))
+    ctx.send(cfg.recorder, rp.Finished(f"watcher-{cfg.client}"))
 
 
 async def _sleep_watching(w: _Watching, seconds: float) -> None:
@@ -274,7 +276,7 @@ async def _open_session(w: _Watching) -> _NativeSession | _GrpcSession:
     pid = await ctx.call(kv_node_name(cfg.node), OpenWatcher(ctx.self(), w.sessions),
                          timeout=5)
     w.sessions += 1  # a retry after a lost reply reuses the token: same session
-    ctx.send(cfg.recorder, ("session", cfg.client, pid, cfg.node))
+    ctx.send(cfg.recorder, rp.SessionOpened(cfg.client, pid, cfg.node))
     return _NativeSession(ctx, pid)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sediment import log, metrics
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import ProcessExit, ReceiveTimeout
 from sediment.runtime.messages import Call, CallRef, Down, Exit
@@ -76,7 +77,7 @@ class _Shell:
         if isinstance(msg, Call):
             if isinstance(msg.request, tuple) and msg.request[:1] == (SUP,):
                 return self._api(msg)
-            ctx.reply(msg.from_, ("error", ("unknown_request", msg.request)))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
             return None
         if not isinstance(msg, Down):  # Downs of already-stopped children are expected
             _logger.warning("supervisor got an unexpected message", message=repr(msg))
@@ -97,7 +98,7 @@ class _Shell:
         }
         make = events.get(op)
         if make is None:
-            self.ctx.reply(call.from_, ("error", ("unknown_request", op)))
+            self.ctx.reply(call.from_, UnknownRequest.of(op))
             return None
         event: p.Event = make()
         return event

@@ -54,6 +54,7 @@ from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Found, ReadEntry
 from sediment.runtime import api
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -522,7 +523,7 @@ def test_bad_input_is_refused_at_the_boundary_and_crashes_nothing(cluster: Any) 
     assert isinstance(reply, PollRefused) and isinstance(reply.reason, ErrMalformedCommand)
     for pid in (service, node, worker):
         rt.send(pid, ("garbage", 1))
-        assert rt.call(pid, ("no such request",))[0] == "error"
+        assert rt.call(pid, ("no such request",)) == UnknownRequest("('no such request',)")
     assert isinstance(rt.call(service, Poll(PollRequest())), Polled)
     rt.sleep(1.0)
     assert all(rt.is_alive(pid) for pid in (service, node, worker))

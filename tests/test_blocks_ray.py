@@ -22,6 +22,7 @@ from sediment.actors.blocks.shell.executor import SparkBridgeExecutor
 from sediment.actors.spark.bridge import BRIDGE_NAME, spark_bridge
 from sediment.actors.spark.session import SparkSettings
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +52,7 @@ def _start(rt: Any, tmp_path: Path, executor: Any = None, workers: int = 1) -> B
 
 
 def _bridge_status(rt: Any) -> Any:
-    return rt.call(BRIDGE_NAME, ("status",), timeout=30)
+    return rt.call(BRIDGE_NAME, Status(), timeout=30)
 
 
 def _executors() -> list[Any]:

@@ -29,6 +29,7 @@ from sediment.actors.branches.shell.service import start_branch_services
 from sediment.actors.branches.tier import TierConfig
 from sediment.actors.kv.cluster import Cluster
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -142,13 +143,13 @@ def test_the_sensor_triggers_the_compactor_process(setup: Setup) -> None:
     until(s.rt, lambda: s.lake.branch(R, "main").compacted_metarange is not None,
           "a sensor-triggered compaction")
     assert s.content() == want
-    status = s.rt.call(SENSOR_NAME, ("status",), timeout=10)
+    status = s.rt.call(SENSOR_NAME, Status(), timeout=10)
     assert status["queued"] == 1 and status["taken"] == 1
-    assert s.rt.call(COMPACTOR_NAME, ("status",), timeout=10)["counts"] == {"done": 1}
+    assert s.rt.call(COMPACTOR_NAME, Status(), timeout=10)["counts"] == {"done": 1}
     # five more deletes within the interval: the claim (CompactionStartTime) refuses
     for i in (1, 2, 4, 5, 7):
         s.lake.rm(R, "main", f"data/{i:02d}x")
-    until(s.rt, lambda: s.rt.call(COMPACTOR_NAME, ("status",), timeout=10)["counts"].get(
+    until(s.rt, lambda: s.rt.call(COMPACTOR_NAME, Status(), timeout=10)["counts"].get(
         "CompactionThrottled") == 1, "a throttled second trigger")
     s.check()
 
@@ -244,7 +245,7 @@ def test_the_kv_leader_killed_mid_compaction(setup: Setup) -> None:
     until(s.rt, lambda: not s.lake.branch(R, "main").sealed_tokens,
           "the new compactor redoing the killed compaction")
     assert s.lake.branch(R, "main").compacted_metarange is not None
-    assert s.rt.call(COMPACTOR_NAME, ("status",), timeout=10)["counts"] == {"done": 1}
+    assert s.rt.call(COMPACTOR_NAME, Status(), timeout=10)["counts"] == {"done": 1}
     assert (s.content(), s.diff()) == want
     s.lake.commit(R, "main", "after the leader change")
     assert s.lake.is_staging_empty(R, "main")

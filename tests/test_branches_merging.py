@@ -30,6 +30,7 @@ from sediment.actors.spark.bridge import BRIDGE_NAME, run_inline, spark_bridge
 from sediment.actors.spark.bridge_protocol import Stop
 from sediment.actors.spark.session import SparkSettings
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process
 
 R = "repo1"
@@ -102,7 +103,7 @@ def run_merge(tmp_path: Path, policy: SparkPolicy, spark: LocalSpark | None,
             result = err
         status = None
         if spark is not None:
-            status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+            status = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
             await ctx.call(BRIDGE_NAME, Stop(), timeout=10)
         return result, status
 

@@ -35,6 +35,7 @@ from sediment.actors.branches.shell.service import (
 from sediment.actors.branches.tier import TierConfig
 from sediment.actors.kv.cluster import Cluster
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.pid import Pid
 from sediment.scenarios.checkers.branch_reads import check_branch_reads
 
@@ -232,11 +233,11 @@ def test_the_collector_runs_periodically_beside_the_compactor(tmp_path: Path) ->
                     and ev.kind == "compaction_finish"]
         assert len(finishes) == 1 and finishes[0].before is not None
         (token,) = finishes[0].before.sealed_tokens
-        s.until(lambda s=s: s.rt.call(GC_NAME, ("status",), timeout=10)["tokens"] >= 1,
+        s.until(lambda s=s: s.rt.call(GC_NAME, Status(), timeout=10)["tokens"] >= 1,
                 "a periodic pass dropping the token")
         assert not run_sync(s.lake.tier.staging.has_entries(R, token, 0))
         assert s.lake.ls(R, "main", amount=100).entries == want
-        status = s.rt.call(GC_NAME, ("status",), timeout=10)
+        status = s.rt.call(GC_NAME, Status(), timeout=10)
         assert status["passes"] >= 1 and status["failed"] == 0
         answer = s.rt.call(GC_NAME, Sweep(R), timeout=30)
         assert isinstance(answer, Swept) and answer.result.tokens == ()

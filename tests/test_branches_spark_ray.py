@@ -31,6 +31,7 @@ from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.spark.bridge import BRIDGE_NAME, spark_bridge
 from sediment.actors.spark.session import SparkSettings
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
@@ -106,7 +107,7 @@ def bridge(ray_rt: Any) -> Iterator[Any]:
 
 
 def _status(rt: Any) -> Any:
-    return rt.call(BRIDGE_NAME, ("status",), timeout=30)
+    return rt.call(BRIDGE_NAME, Status(), timeout=30)
 
 
 def _merge(rt: Any, root: Path, base: str, step: int) -> Any:

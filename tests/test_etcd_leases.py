@@ -18,6 +18,7 @@ from sediment.actors.kv.errors import (
     ErrValueProvided,
 )
 from sediment.actors.kv.machine import NetsyMachine
+from sediment.actors.kv.queries import AllLeases, AuthRead, LeaseLookup, TokenUser
 from sediment.actors.kv.store import Store
 from sediment.actors.kv.types import (
     Compare,
@@ -92,11 +93,11 @@ def test_the_machine_applies_lease_commands_and_a_snapshot_keeps_them(
     apply(LeaseGrant(3, 30))
     apply(Put(b"k", b"v", lease=3))
     apply(LeaseCheckpoint(((3, 12),)))
-    assert m.query(("leases",)) == [LeaseInfo(3, 30, 12)]
+    assert m.query(AllLeases()) == [LeaseInfo(3, 30, 12)]
     data, _ = m.snapshot()
     other = NetsyMachine(str(tmp_path / "b"))
     other.restore(data, m.applied, log)
-    assert other.query(("lease", 3, True)) == LeaseInfo(3, 30, 12, (b"k",))
+    assert other.query(LeaseLookup(3, True)) == LeaseInfo(3, 30, 12, (b"k",))
     assert other.query(Range(b"k")).kvs[0].lease == 3
     assert m.snapshot()[0] == other.snapshot()[0]
     revoked = apply(LeaseRevoke(3))
@@ -181,15 +182,15 @@ def test_tokens_name_users_and_the_auth_state_survives_a_snapshot(tmp_path: Path
     m, log = _machine_with_auth(tmp_path)
     log.append(Entry(len(log) + 1, 1, 0.0, AuthChange("token", ("tok.1", "alice"))))
     assert m.apply(log[-1]) == "tok.1"
-    assert m.query(("auth_token", "tok.1")) == ("alice", m.auth.state.revision)
-    assert isinstance(m.query(("auth_token", "nope")), AuthError)
-    assert m.query(("auth", "user_list", (), "root")) == ["alice", "root"]
-    assert isinstance(m.query(("auth", "user_list", (), "alice")), AuthError)
+    assert m.query(TokenUser("tok.1")) == ("alice", m.auth.state.revision)
+    assert isinstance(m.query(TokenUser("nope")), AuthError)
+    assert m.query(AuthRead("user_list", (), "root")) == ["alice", "root"]
+    assert isinstance(m.query(AuthRead("user_list", (), "alice")), AuthError)
     data, _ = m.snapshot()
     other = NetsyMachine(str(tmp_path / "o"))
     other.restore(data, m.applied, log)
     assert other.auth.state == m.auth.state
-    assert isinstance(other.query(("auth_token", "tok.1")), AuthError)  # memory only
+    assert isinstance(other.query(TokenUser("tok.1")), AuthError)  # memory only
     with pytest.raises(AuthError, match="root user does not exist"):
         au.change(au.AuthState(), "enable", ())
     assert au.password_ok(m.auth.state.users["alice"]["password"], "apw")

@@ -45,6 +45,7 @@ from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.cluster import Client, Cluster
 from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, ErrNotFlushed, InvalidRequest
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.queries import Events
 from sediment.actors.kv.types import ALL_KEYS, Put, RangeResult
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
@@ -188,7 +189,7 @@ def test_flush_hold_failover_and_history_reads(rt: Any, tmp_path: Path) -> None:
             assert by_id.get((rev, key), "missing") == value, (rev, key)
     # ... and the hot store still holds every row above its compaction revision
     hot = rt.call(raft_name(KV_GROUP, cluster.nodes[0]),
-                  Query(("events", kv_floor + 1, head, b"\0", ALL_KEYS)))
+                  Query(Events(kv_floor + 1, head, b"\0", ALL_KEYS)))
     assert [(e.kv.mod_revision, e.kv.key) for e in hot] == [
         (rev, key) for rev, key, _ in model.rows if rev > kv_floor]
 

@@ -18,6 +18,7 @@ from sediment.actors.kv.node import BEFORE_WATCHER_SPAWN
 from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.types import Compare, Put
 from sediment.actors.log.shell.names import raft_name
+from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -216,7 +217,7 @@ def test_a_failing_background_pass_keeps_the_compaction_pending_until_it_succeed
 async def _flood(ctx: Process, dest: Pid, every: float) -> None:
     """Keeps `dest`'s mailbox from ever being quiet for `every` seconds."""
     while True:
-        await ctx.call(dest, ("status",), timeout=5)
+        await ctx.call(dest, Status(), timeout=5)
         await ctx.sleep(every)
 
 

@@ -20,6 +20,7 @@ from sediment.actors.kv.errors import (
     InvalidRequest,
 )
 from sediment.actors.kv.machine import NetsyMachine
+from sediment.actors.kv.queries import HistoryEvents, HistoryRange, HistoryRows
 from sediment.actors.kv.store import ALL_KEYS, Store
 from sediment.actors.kv.types import DeleteRange, Event, Put, Range, RangeResult
 from sediment.actors.log.raft.types import Entry
@@ -160,13 +161,13 @@ def test_the_machine_answers_the_block_tier_queries(tmp_path: Path) -> None:
     machine = NetsyMachine(str(tmp_path))
     for index, command in enumerate([Put(b"a", b"1"), Put(b"a", b"2"), DeleteRange(b"a")], 1):
         machine.apply(Entry(index, 1, 0.0, command))
-    assert machine.query(("flush_rows", 1, 10)).rows == ((2, b"a", b"1"), (3, b"a", b"2"),
+    assert machine.query(HistoryRows(1, 10)).rows == ((2, b"a", b"1"), (3, b"a", b"2"),
                                                          (4, b"a", None))
     machine.store.compact(3)
-    skeleton = machine.query(("history_range", Range(b"a", revision=2)))
+    skeleton = machine.query(HistoryRange(Range(b"a", revision=2)))
     assert isinstance(skeleton, hist.RangeSkeleton) and skeleton.missing == (0,)
-    events = machine.query(("history_events", 1, None, b"a", None))
+    events = machine.query(HistoryEvents(1, None, b"a", None))
     assert isinstance(events, hist.EventsSkeleton) and events.head == 4
-    assert isinstance(machine.query(("flush_rows", 1, 10)), ErrCompacted)
-    assert isinstance(machine.query(("history_events", 9, None, b"a", None)), ErrFutureRev)
+    assert isinstance(machine.query(HistoryRows(1, 10)), ErrCompacted)
+    assert isinstance(machine.query(HistoryEvents(9, None, b"a", None)), ErrFutureRev)
     machine.close()

@@ -34,6 +34,7 @@ from sediment.actors.kv.machine import (
     RestoreError,
     netsy,
 )
+from sediment.actors.kv.queries import AppliedSince, CompactRevisions, Events, Head, WatchHistory
 from sediment.actors.kv.store import ALL_KEYS
 from sediment.actors.kv.types import (
     AppliedBatch,
@@ -154,13 +155,13 @@ def test_compact_is_logical_in_apply_and_physical_in_background(tmp_path: Path) 
     assert isinstance(res[1], ErrCompacted) and res[1].compact_revision == 4
     assert isinstance(res[2], ErrFutureRev)
     assert isinstance(res[3], ErrCompacted)
-    assert m.query(("compaction",)) == (4, 0)  # scheduled, value pass not run in apply
+    assert m.query(CompactRevisions()) == (4, 0)  # scheduled, value pass not run in apply
     assert m.store.compactable_count() == 2
     assert isinstance(m.apply(Entry(10, 1, 0.0, Range(b"a", revision=3))), ErrCompacted)
     assert m.query(Range(b"a", revision=4)).kvs[0].value == b"3"
     assert drain(m) >= 1
     assert not m.background()
-    assert m.query(("compaction",)) == (4, 4)
+    assert m.query(CompactRevisions()) == (4, 4)
     assert [r[2] for r in m.store.rows()] == [None, None, b"3", b"4", b"5"]
     assert m.applied == 10 and m.store.head == 6
     m.close()
@@ -316,9 +317,9 @@ def test_pending_compaction_resumes_on_open(tmp_path: Path) -> None:
     assert m.background()  # one batch done, more remains
     m.close()
     again = netsy(str(tmp_path), compaction_batch=1)
-    assert again.query(("compaction",)) == (6, 0)
+    assert again.query(CompactRevisions()) == (6, 0)
     drain(again)
-    assert again.query(("compaction",)) == (6, 6)
+    assert again.query(CompactRevisions()) == (6, 6)
     assert again.store.compactable_count() == 0
     again.close()
 
@@ -490,7 +491,7 @@ def view(m: NetsyMachine) -> dict[str, Any]:
             norm(m.query(Range(b"\0", ALL_KEYS, revision=r)))
             for r in [0, *range(s.compact_revision, s.head + 1)]
         ],
-        "events": norm(m.query(("events", low, None, b"\0", ALL_KEYS, True))),
+        "events": norm(m.query(Events(low, None, b"\0", ALL_KEYS, True))),
         "rows": [(*r[:7], r[7] is None) for r in s.rows()],
     }
 
@@ -527,15 +528,15 @@ def test_snapshot_restore_round_trip(history: list[Any], more: list[Any]) -> Non
 
 def test_queries(m: NetsyMachine) -> None:
     feed(m, entries([Put(b"a", b"1"), Put(b"b", b"1"), DeleteRange(b"a"), Compact(3)]))
-    events = m.query(("events", 3, None, b"\0", ALL_KEYS))
+    events = m.query(Events(3, None, b"\0", ALL_KEYS))
     assert [(e.kind, e.kv.key, e.kv.mod_revision) for e in events] == [
         ("put", b"b", 3),
         ("delete", b"a", 4),
     ]
-    assert len(m.query(("events", 3, 3, b"a", b"c"))) == 1
-    assert isinstance(m.query(("events", 2, None, b"a", None)), ErrCompacted)
-    assert m.query(("compaction",)) == (3, 0)
-    assert m.query(("head",)) == 4
+    assert len(m.query(Events(3, 3, b"a", b"c"))) == 1
+    assert isinstance(m.query(Events(2, None, b"a", None)), ErrCompacted)
+    assert m.query(CompactRevisions()) == (3, 0)
+    assert m.query(Head()) == 4
     assert isinstance(m.query(("index", b"a")), ErrUnknownCommand)
     assert isinstance(m.query(Range(b"")), ErrEmptyKey)
     assert m.query(EVERY).kvs == [KeyValue(b"b", b"1", 3, 3, 1)]
@@ -550,15 +551,15 @@ def test_queries(m: NetsyMachine) -> None:
 
 def test_applied_batch_reads_changes_compaction_and_head_in_one_query(m: NetsyMachine) -> None:
     feed(m, entries([Put(b"a", b"1"), Put(b"b", b"1"), Range(b"a"), DeleteRange(b"a")]))
-    batch = m.query(("applied_batch", 3, 4))  # revisions: a@2 b@3 a-del@4
+    batch = m.query(AppliedSince(3, 4))  # revisions: a@2 b@3 a-del@4
     assert isinstance(batch, AppliedBatch) and (batch.compact_revision, batch.head) == (0, 4)
-    assert batch.events == tuple(m.query(("events", 3, 4, b"\0", ALL_KEYS, True)))
+    assert batch.events == tuple(m.query(Events(3, 4, b"\0", ALL_KEYS, True)))
     assert [(e.kind, e.kv.key, e.kv.mod_revision) for e in batch.events] == [
         ("put", b"b", 3), ("delete", b"a", 4)]
     assert batch.events[1].prev_kv == KeyValue(b"a", b"1", 2, 2, 1)
     # no upper bound: everything from the first revision the caller has not seen
-    assert m.query(("applied_batch", 3, None)) == batch
-    assert m.query(("applied_batch", 5, None)) == AppliedBatch((), 0, 4)
+    assert m.query(AppliedSince(3, None)) == batch
+    assert m.query(AppliedSince(5, None)) == AppliedBatch((), 0, 4)
 
 
 def test_a_watch_never_reads_at_or_below_the_compact_revision(m: NetsyMachine) -> None:
@@ -567,15 +568,15 @@ def test_a_watch_never_reads_at_or_below_the_compact_revision(m: NetsyMachine) -
     the watch is canceled, never served a broken event (sim fault history, seed 41)."""
     feed(m, entries([Put(b"a", b"1"), Put(b"a", b"2"), Put(b"b", b"1"), Compact(3)]))
     drain(m)
-    at_c = m.query(("events", 3, 4, b"\0", ALL_KEYS, True))
+    at_c = m.query(Events(3, 4, b"\0", ALL_KEYS, True))
     assert [e.kv.mod_revision for e in at_c] == [3, 4] and at_c[0].prev_kv is None  # lost
-    refused = m.query(("watch_history", 3, 4, b"\0", ALL_KEYS, True))
+    refused = m.query(WatchHistory(3, 4, b"\0", ALL_KEYS, True))
     assert isinstance(refused, ErrCompacted) and refused.compact_revision == 3
-    above = m.query(("watch_history", 4, 5, b"\0", ALL_KEYS, True))
+    above = m.query(WatchHistory(4, 5, b"\0", ALL_KEYS, True))
     assert [(e.kv.key, e.kv.mod_revision) for e in above] == [(b"b", 4)]
-    lagging = m.query(("applied_batch", 3, 5))  # a node that had not seen 3..5 yet
+    lagging = m.query(AppliedSince(3, 5))  # a node that had not seen 3..5 yet
     assert lagging == AppliedBatch(None, 3, 4)
-    assert m.query(("applied_batch", 4, 5)) == AppliedBatch(tuple(above), 3, 4)
+    assert m.query(AppliedSince(4, 5)) == AppliedBatch(tuple(above), 3, 4)
 
 
 def test_factory_is_picklable_and_passes_options(tmp_path: Path) -> None:

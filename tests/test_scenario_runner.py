@@ -34,6 +34,7 @@ from sediment.actors.kv.types import (
     RangeResult,
     Txn,
 )
+from sediment.runtime.common_calls import Status
 from sediment.scenarios import holds, nemesis, observe, report, schema, traffic
 from sediment.scenarios.assemble import _compact_start, place_ops
 from sediment.scenarios.checkers import linearizability as lin
@@ -291,7 +292,7 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
         moment = trigger_waiter.waiting(
             rt.call(waiter, ("hold", "t", rt.now() + 60), timeout=90))
         assert moment.hit and moment.held is not None, moment
-        statuses = [rt.call(kv_node_name(n), ("status",), timeout=30) for n in nodes]
+        statuses = [rt.call(kv_node_name(n), Status(), timeout=30) for n in nodes]
         compacted = max(st["compact_revision"] for st in statuses)
         assert all(st["floor"] > compacted for st in statuses), statuses
         rt.kill_node(moment.held.node)
@@ -299,7 +300,7 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
         before = compacted
         kv.put(b"after", b"v")
         assert eventually(rt, lambda: max(
-            rt.call(kv_node_name(n), ("status",), timeout=30)["compact_revision"]
+            rt.call(kv_node_name(n), Status(), timeout=30)["compact_revision"]
             for n in nodes if rt.whereis(kv_node_name(n)) is not None) > before,
             timeout=60)
         rt.send(waiter, ("stop",))

@@ -1,7 +1,7 @@
 """The Spark bridge's typed calls and replies on the simulator, without Spark: the
 session factory hands out a stand-in that is never used, and the offload answers each
 job itself (a finished merge, or a typed failure), so what is tested is the bridge's
-protocol: `Merge` / `MergeRanges` / `Stop` / ("status",) and their answers, its queue
+protocol: `Merge` / `MergeRanges` / `Stop` / Status() and their answers, its queue
 bound, its refusals and `merge_via_bridge`. The Spark-backed tests
 (`test_spark_merge.py`, `test_spark_range_merge.py`) run real merges."""
 
@@ -37,6 +37,7 @@ from sediment.actors.spark.bridge_protocol import (
 )
 from sediment.actors.spark.session import SparkSettings
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process
 
 SOURCE = BlockMeta("S0-L1-a", 0, 1, 1, 2, b"a", b"b", 2, 10, 1.0)
@@ -84,13 +85,13 @@ def _start(rt: Any, jobs: FakeJobs, max_queued: int) -> Any:
 
 
 async def busy_client(ctx: Process) -> tuple[Any, ...]:
-    before = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    before = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     loop = asyncio.get_running_loop()
     first = loop.create_task(ctx.call(BRIDGE_NAME, Merge(request("S0-L2-x")), timeout=60))
     second = loop.create_task(ctx.call(BRIDGE_NAME, Merge(request("S0-L2-y")), timeout=60))
     await ctx.sleep(1.0)
     refused = await ctx.call(BRIDGE_NAME, Merge(request("S0-L2-z")), timeout=10)
-    during = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    during = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     results = (await first, await second)
     failed: BaseException | None = None
     try:
@@ -132,7 +133,7 @@ async def stopping_client(ctx: Process) -> tuple[Any, ...]:
     await ctx.sleep(1.0)
     again = await ctx.call(BRIDGE_NAME, Stop(), timeout=10)
     late = await ctx.call(BRIDGE_NAME, Merge(request("S0-L2-c")), timeout=10)
-    status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    status = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     return await running, await queued, again, late, status, await stopping
 
 

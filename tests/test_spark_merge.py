@@ -51,6 +51,7 @@ from sediment.actors.spark.bridge import (
 from sediment.actors.spark.bridge_protocol import JobFailed, Merge, Merged, Stop, Stopped
 from sediment.actors.spark.session import SparkSettings, spark_configs
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process
 
 pytestmark = pytest.mark.slow
@@ -402,15 +403,15 @@ def request(root: Path, sources: list[BlockMeta], block_id: str) -> MergeRequest
 
 async def busy_client(ctx: Process, first: MergeRequest, second: MergeRequest,
                       third: MergeRequest) -> tuple[Any, ...]:
-    before = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    before = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     loop = asyncio.get_running_loop()
     running = loop.create_task(ctx.call(BRIDGE_NAME, Merge(first), timeout=600))
     queued = loop.create_task(ctx.call(BRIDGE_NAME, Merge(second), timeout=600))
     await ctx.sleep(1.0)
     refused = await ctx.call(BRIDGE_NAME, Merge(third), timeout=10)
-    during = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    during = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     results = (await running, await queued)
-    after = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    after = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     return before, refused, during, results, after
 
 
@@ -450,7 +451,7 @@ async def careful_client(ctx: Process, good: MergeRequest,
     except MissingBlock as exc:
         failure = exc
     meta = await merge_via_bridge(ctx, good, 60)
-    status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    status = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     stopped = await ctx.call(BRIDGE_NAME, Stop(), timeout=60)
     return answers, failure, meta, status, stopped
 
@@ -488,7 +489,7 @@ async def stopping_client(ctx: Process, first: MergeRequest,
     stopping = loop.create_task(ctx.call(BRIDGE_NAME, Stop(), timeout=600))
     await ctx.sleep(1.0)
     late = await ctx.call(BRIDGE_NAME, Merge(second), timeout=10)
-    status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    status = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     return await running, await queued, late, status, await stopping
 
 

@@ -41,6 +41,7 @@ from sediment.actors.spark.bridge import (
 from sediment.actors.spark.bridge_protocol import JobFailed, MergeRanges, Stop, Stopped
 from sediment.actors.spark.session import SparkSettings, spark_configs
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process
 
 pytestmark = pytest.mark.slow
@@ -151,7 +152,7 @@ async def ranges_client(ctx: Process, good: RangeMergeRequest) -> tuple[Any, ...
     bad_path = await ctx.call(BRIDGE_NAME, MergeRanges(RangeMergeRequest(
         good.root, good.repo, good.base_id, "/etc/passwd", good.rule)), timeout=10)
     result = await merge_ranges_via_bridge(ctx, good, 600)
-    status = await ctx.call(BRIDGE_NAME, ("status",), timeout=10)
+    status = await ctx.call(BRIDGE_NAME, Status(), timeout=10)
     stopped = await ctx.call(BRIDGE_NAME, Stop(), timeout=60)
     return refused, bad_path, result, status, stopped
 

@@ -21,6 +21,7 @@ from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ScanAt
 from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.failpoints import FailpointHit
 from sediment.scenarios.checkers.catalog_compaction import compaction_safety
@@ -33,7 +34,7 @@ FAR = HybridTimestamp(1 << 62)
 def voters(c: TablesCluster, group: object, nodes: tuple[str, ...]) -> set[str] | None:
     for node in nodes:
         try:
-            view = c.rt.call(raft_name(partition_group(group), node), ("status",),  # type: ignore[arg-type]
+            view = c.rt.call(raft_name(partition_group(group), node), Status(),  # type: ignore[arg-type]
                              timeout=5)
         except CallError:
             continue

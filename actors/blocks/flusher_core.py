@@ -190,7 +190,7 @@ class ReadCursor:
 
 @dataclass(frozen=True, slots=True)
 class ReadHistory:
-    """Query the local KV machine ("flush_rows", lo, max_rows); HistoryRead or
+    """Query the local KV machine `HistoryRows(lo, max_rows)`; HistoryRead or
     Failed("read")."""
 
     epoch: int

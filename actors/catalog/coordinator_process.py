@@ -18,7 +18,7 @@ executes its effects.
   `CompactionResult`. The command is conditional, so a proposal whose answer was lost
   (the leader killed) is harmless.
 - `IterationEnded` goes to the log and into the last `KEEP` outcomes, which
-  `("status",)` returns (with when each compaction was proposed, for the recorder).
+  `Status()` returns (with when each compaction was proposed, for the recorder).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from sediment.actors.tables import named_pids
 from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, table_node_name
 from sediment.actors.tables.node_protocol import LwmChanged, LwmNow, MinTimesAsk, SubscribeLwm
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, Down
@@ -196,10 +197,10 @@ async def _events(c: _Coordinator, msg: Any) -> list[cc.Event]:
             c.members.pop(node, None)
             return [cc.TopologyChanged(frozenset(c.members))]
     elif isinstance(msg, Call):
-        if msg.request == ("status",):
+        if isinstance(msg.request, Status):
             ctx.reply(msg.from_, c.status())
         else:
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
     else:
         _logger.warning("coordinator got an unexpected message", message=repr(msg)[:200])
     return []

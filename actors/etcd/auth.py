@@ -2,7 +2,7 @@
 carries into the log.
 
 A request's `token` metadata names its user: the local member's machine resolves it
-(`("auth_token", token)`, an in-memory step on the raft host) to the user and the auth
+(`TokenUser(token)`, an in-memory step on the raft host) to the user and the auth
 revision now; without a token there is no user and no extra step. Every client request
 goes to the machine as `Wire(user, auth revision, request)` and the machine decides at
 apply (writes) or when it answers (reads) whether the user may (`auth_machine.py`), so a
@@ -24,6 +24,7 @@ from sediment.actors.etcd.pb import auth_pb2 as _auth_pb2
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
 from sediment.actors.etcd.services import answer
 from sediment.actors.kv import auth_store as au
+from sediment.actors.kv.queries import AuthRead, TokenUser
 
 if TYPE_CHECKING:
     from sediment.actors.etcd.server import EtcdServer
@@ -48,7 +49,7 @@ class Auth:
         token = token_of(context)
         if token is None:
             return None, 0
-        found = await self.s.router.local_query(("auth_token", token))
+        found = await self.s.router.local_query(TokenUser(token))
         if isinstance(found, Exception):
             raise found
         return found[0], int(found[1])
@@ -86,7 +87,7 @@ class AuthService:
 
     async def _read(self, op: str, args: tuple[Any, ...], context: Any) -> Any:
         user, _ = await self.s.auth.user(context)
-        return _raise(await self.s.router.local_query(("auth", op, args, user)))
+        return _raise(await self.s.router.local_query(AuthRead(op, args, user)))
 
     async def _enable(self, r: Any, c: Any) -> Any:
         return pb.AuthEnableResponse(header=await self._propose("enable", (), c))
@@ -95,7 +96,7 @@ class AuthService:
         return pb.AuthDisableResponse(header=await self._propose("disable", (), c))
 
     async def _authenticate(self, r: Any, c: Any) -> Any:
-        stored = await self.s.router.local_query(("auth", "password", (r.name,), None))
+        stored = await self.s.router.local_query(AuthRead("password", (r.name,), None))
         if isinstance(stored, au.AuthError) and stored.name == "ErrAuthNotEnabled":
             raise stored
         if isinstance(stored, Exception) or not await asyncio.to_thread(

@@ -21,10 +21,12 @@ import grpc
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
+from sediment.actors.etcd.protocol import LeaseTimeToLive, NotLeader, RenewLease
 from sediment.actors.etcd.services import answer
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.kv import validation, wire
 from sediment.actors.kv.errors import ErrLeaseNotFound, ErrLeaseTTLTooLarge, InvalidRequest
+from sediment.actors.kv.queries import AllLeases, LeaseLookup
 from sediment.actors.kv.types import LeaseGrant, LeaseInfo, LeaseRevoke, Put
 from sediment.actors.kv.validation import Limits
 from sediment.runtime.errors import CallError
@@ -111,7 +113,7 @@ class LeaseService:
 
     async def _time_to_live(self, request: Any, context: Any) -> Any:
         lease = int(request.ID)
-        info = await self.s.router.local_query(("lease", lease, bool(request.keys)))
+        info = await self.s.router.local_query(LeaseLookup(lease, bool(request.keys)))
         if isinstance(info, ErrLeaseNotFound):
             return pb.LeaseTimeToLiveResponse(header=self.s.header(0), ID=lease, TTL=-1)
         if not isinstance(info, LeaseInfo):
@@ -122,14 +124,14 @@ class LeaseService:
                                           grantedTTL=info.ttl, keys=list(info.keys))
 
     async def _leases(self, request: Any, context: Any) -> Any:
-        infos = await self.s.router.local_query(("leases",))
+        infos = await self.s.router.local_query(AllLeases())
         if isinstance(infos, Exception):
             raise infos
         return pb.LeaseLeasesResponse(header=await self.s.head_header(),
                                       leases=[pb.LeaseStatus(ID=i.id) for i in infos])
 
 
-async def at_leader(server: EtcdServer, request: tuple[Any, ...]) -> Any:
+async def at_leader(server: EtcdServer, request: RenewLease | LeaseTimeToLive) -> Any:
     """Ask the leader's etcd server (a follower forwarding a keep-alive or a TTL)."""
     leader = server.router.leader
     if leader is None:
@@ -138,7 +140,7 @@ async def at_leader(server: EtcdServer, request: tuple[Any, ...]) -> Any:
         reply = await server.ctx.call(etcd_name(leader), request, timeout=5)
     except CallError:
         raise EtcdStatus("ErrNoLeader") from None
-    if isinstance(reply, tuple) and reply and reply[0] == "not_leader":
+    if isinstance(reply, NotLeader):
         raise EtcdStatus("ErrNotLeader")
     return reply
 

@@ -24,6 +24,7 @@ from typing import Any
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose, Query, ReadIndex
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -84,7 +85,7 @@ class Router:
             await ctx.sleep(APPLIED_POLL)
 
     async def local_status(self) -> dict[str, Any]:
-        status: dict[str, Any] = await self.ctx.call(self.local, ("status",), timeout=HOP_TIMEOUT)
+        status: dict[str, Any] = await self.ctx.call(self.local, Status(), timeout=HOP_TIMEOUT)
         return status
 
     async def _at_leader(self, request: Propose | ReadIndex, timeout: float,

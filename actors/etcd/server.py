@@ -5,7 +5,7 @@ port with grpc.aio, on the event loop of the host actor it runs in. It runs in t
 host (`RAFT_HOST`) so that on the leader's node a request reaches the raft member as an
 in-memory step: the gRPC handlers are tasks of this process and call the member with
 `ctx.call` like any process code. The process follows the local member's leadership
-notices (the router's leader and the headers' raft term) and answers ("endpoint",)
+notices (the router's leader and the headers' raft term) and answers `Endpoint()`
 with the URL it serves, which MemberList and `Cluster.endpoints()` read. Beside etcd's
 services it serves one of the branch tier's: deletes staged by writers outside the
 runtime, reported to the delete sensor (`actors/branches/shell/sensor_wire.py`).
@@ -33,16 +33,19 @@ from sediment.actors.etcd.leases import Leases, LeaseService, at_leader
 from sediment.actors.etcd.lessor_core import Lessor
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
+from sediment.actors.etcd.protocol import Endpoint, LeaseTimeToLive, NotLeader, RenewLease
 from sediment.actors.etcd.router import Router
 from sediment.actors.etcd.services import ClusterService, KVService, MaintenanceService
 from sediment.actors.etcd.watch_stream import WatchService
 from sediment.actors.kv.errors import ErrLeaseNotFound
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.queries import AllLeases, Head
 from sediment.actors.kv.types import LeaseCheckpoint, LeaseRevoke
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import LeaderChanged, Subscribe
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.process import Process
@@ -145,7 +148,7 @@ class EtcdServer:
         return response
 
     async def head_header(self) -> Any:
-        head = await self.router.local_query(("head",))
+        head = await self.router.local_query(Head())
         return self.header(head if isinstance(head, int) else 0)
 
     # -- leases (the lessor runs where the local member leads) ---------------------------
@@ -159,13 +162,13 @@ class EtcdServer:
             self.lessor.granted(self.ctx.now(), lease, ttl)
 
     async def _machine_leases(self) -> list[Any]:
-        infos = await self.router.local_query(("leases",))
+        infos = await self.router.local_query(AllLeases())
         return list(infos) if isinstance(infos, list) else []
 
     async def renew(self, lease: int) -> int:
         """A keep-alive: the TTL, 0 for a lease that does not exist (etcd's answer)."""
         if not self.leading:
-            return int(await at_leader(self, ("renew", lease)))
+            return int(await at_leader(self, RenewLease(lease)))
         ttl = self.lessor.renew(self.ctx.now(), lease)
         if ttl is None and lease not in self.lessor.deadline:  # granted through another node
             self.lessor.reconcile(self.ctx.now(), await self._machine_leases())
@@ -174,7 +177,7 @@ class EtcdServer:
 
     async def time_to_live(self, lease: int) -> int | None:
         if not self.leading:
-            left = await at_leader(self, ("ttl", lease))
+            left = await at_leader(self, LeaseTimeToLive(lease))
             return None if left is None else int(left)
         return self.lessor.remaining(self.ctx.now(), lease)
 
@@ -233,7 +236,7 @@ class EtcdServer:
             return self.url
         if node not in self.endpoints:
             try:
-                url = await self.ctx.call(etcd_name(node), ("endpoint",), timeout=2)
+                url = await self.ctx.call(etcd_name(node), Endpoint(), timeout=2)
             except CallError:
                 return ""
             if url:
@@ -252,21 +255,22 @@ def _credentials(tls: TlsFiles) -> Any:
 
 
 async def _on_call(server: EtcdServer, call: Call) -> None:
-    """("endpoint",); from the other nodes' servers: ("renew", lease), ("ttl", lease)."""
+    """`Endpoint()`; from the other nodes' servers: `RenewLease`, `LeaseTimeToLive`
+    (`protocol.py`)."""
     ctx, request = server.ctx, call.request
-    if request == ("endpoint",):
+    if isinstance(request, Endpoint):
         ctx.reply(call.from_, server.url)
-    elif isinstance(request, tuple) and len(request) == 2 and request[0] in ("renew", "ttl"):
+    elif isinstance(request, RenewLease | LeaseTimeToLive):
         if not server.leading:
-            ctx.reply(call.from_, ("not_leader", server.router.leader))
+            ctx.reply(call.from_, NotLeader(server.router.leader))
             return
-        now, lease = ctx.now(), int(request[1])
-        if request[0] == "renew":
+        now, lease = ctx.now(), int(request.lease)
+        if isinstance(request, RenewLease):
             ctx.reply(call.from_, await server.renew(lease))
         else:
             ctx.reply(call.from_, server.lessor.remaining(now, lease))
     else:
-        ctx.reply(call.from_, ("error", ("unknown_request", call.request)))
+        ctx.reply(call.from_, UnknownRequest.of(call.request))
 
 
 class _Malformed:

@@ -21,6 +21,7 @@ from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation, wire
 from sediment.actors.kv.machine import DB_FILE
+from sediment.actors.kv.queries import HashKv
 from sediment.actors.kv.types import Compact, Put, Range
 
 pb: Any = _rpc_pb2  # generated code: untyped
@@ -137,7 +138,7 @@ class MaintenanceService:
         return pb.DefragmentResponse(header=await self.s.head_header())
 
     async def _hash_kv(self, request: Any, context: Any) -> Any:
-        found = await self.s.router.local_query(("hash_kv", request.revision))
+        found = await self.s.router.local_query(HashKv(request.revision))
         digest, compact_revision, head = _raise(found)
         return pb.HashKVResponse(header=self.s.header(head), hash=digest,
                                  compact_revision=compact_revision)

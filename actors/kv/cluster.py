@@ -34,6 +34,7 @@ from sediment.actors.blocks.shell.cluster import BlocksCluster
 from sediment.actors.blocks.shell.tier import BlockTier, TierParts, tier_children, tier_parts
 from sediment.actors.branches.shell.service import ServicesConfig, branches_child
 from sediment.actors.etcd.names import ETCD_HOST, etcd_name
+from sediment.actors.etcd.protocol import Endpoint
 from sediment.actors.etcd.server import EtcdConfig, EtcdWire, etcd_server
 from sediment.actors.kv import history as hist
 from sediment.actors.kv import metrics as kv_metrics
@@ -43,6 +44,7 @@ from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
 from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.actors.kv.queries import HistoryEvents, HistoryRange
 from sediment.actors.kv.types import (
     Compact,
     Compare,
@@ -65,6 +67,7 @@ from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
@@ -188,14 +191,14 @@ class Cluster:
             return out
         for node in self.nodes:
             try:
-                out[node] = str(self.rt.call(etcd_name(node), ("endpoint",), timeout=5))
+                out[node] = str(self.rt.call(etcd_name(node), Endpoint(), timeout=5))
             except CallError:
                 out[node] = ""
         return out
 
     def _raft_status(self, node: str) -> dict[str, Any] | None:
         try:
-            return self.rt.call(raft_name(KV_GROUP, node), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(raft_name(KV_GROUP, node), Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -249,7 +252,7 @@ class NodeHandle:
 
     def status(self) -> dict[str, Any] | None:
         try:
-            return self.cluster.rt.call(kv_node_name(self.name), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.cluster.rt.call(kv_node_name(self.name), Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -345,7 +348,7 @@ class Client:
         revision (which keys lived, their create/mod revision and version: value-only
         compaction keeps them), the compacted values from the blocks. Header revision:
         that member's head (the history below its compaction no longer changes)."""
-        skeleton: hist.RangeSkeleton = self._query_member(("history_range", request), node)
+        skeleton: hist.RangeSkeleton = self._query_member(HistoryRange(request), node)
         values = self._block_values(hist.range_needs(skeleton), request.revision,
                                     compact_revision)
         return hist.fill_range(skeleton, values)
@@ -361,7 +364,7 @@ class Client:
         validation.check_revision(start_revision, "start_revision")
         if end_revision is not None:
             validation.check_revision(end_revision, "end_revision")
-        request = ("history_events", start_revision, end_revision, key, range_end)
+        request = HistoryEvents(start_revision, end_revision, key, range_end)
         skeleton: hist.EventsSkeleton = self._query_member(request, node)
         if start_revision >= skeleton.compact_revision and not skeleton.missing:
             return list(skeleton.events)

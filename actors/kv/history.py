@@ -46,7 +46,7 @@ class EventsSkeleton:
 
 @dataclass(frozen=True)
 class FlushRows:
-    """The machine's answer to ("flush_rows", lo, max_rows): every row with lo <=
+    """The machine's answer to `HistoryRows(lo, max_rows)`: every row with lo <=
     revision <= through, by (revision, key), whole revisions only; `more`: rows above
     `through` may exist already (read again at once)."""
 

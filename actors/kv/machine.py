@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.kv import auth_store, lease_store, store_txn
+from sediment.actors.kv import queries as q
 from sediment.actors.kv.auth_machine import AuthKeeper
 from sediment.actors.kv.errors import (
     ErrCompacted,
@@ -229,13 +230,8 @@ class NetsyMachine:
     # ------------------------------------------------------------------ reads --
 
     def query(self, request: Any) -> Any:
-        """A local (serializable) read: Range, ("events", from_rev, to_rev, key, range_end
-        [, prev_kv]), ("watch_history", from_rev, to_rev, key, range_end, prev_kv),
-        ("compaction",), ("head",) or ("applied_batch", from_rev, to_rev); for the block
-        tier ("flush_rows", lo, max_rows) -> `FlushRows`, ("history_range", Range) ->
-        `RangeSkeleton` and ("history_events", from_rev, to_rev, key, range_end) ->
-        `EventsSkeleton` (history.py); ("revisions", lo_index, hi_index) -> [(revision,
-        raft index)] of the writes of those entries. Errors are returned, not raised."""
+        """A local (serializable) read: a `Range` or one of `queries.py`'s (each names its
+        answer), possibly wrapped in an auth `Wire`. Errors are returned, not raised."""
         try:
             return self._query(request)
         except KvError as err:
@@ -246,49 +242,44 @@ class NetsyMachine:
         if isinstance(request, auth_store.Wire):
             self.auth.check(request)
             request = request.request
-        if isinstance(request, Range):
-            return s.read(request)
-        if isinstance(request, tuple) and request:
-            tag, args = request[0], request[1:]
-            if tag == "events" and len(args) in (4, 5):
-                start, end, key, range_end = args[:4]
-                prev = bool(args[4]) if len(args) == 5 else False
-                return s.events(start, key, range_end, end_revision=end, prev_kv=prev)
-            if tag == "compaction" and not args:
+        match request:
+            case Range():
+                return s.read(request)
+            case q.Events(start, end, key, range_end, prev_kv):
+                return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev_kv))
+            case q.CompactRevisions():
                 return (s.compact_revision, s.finished_compact_revision)
-            if tag == "head" and not args:
+            case q.Head():
                 return s.head
-            if tag == "watch_history" and len(args) == 5:
-                start, end, key, range_end, prev = args
+            case q.WatchHistory(start, end, key, range_end, prev_kv):
                 if start <= s.compact_revision:
                     raise ErrCompacted(s.compact_revision)
-                return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev))
-            if tag == "applied_batch" and len(args) == 2:
-                return self._applied_batch(args[0], args[1])
-            if tag == "revisions" and len(args) == 2:
-                return self._revisions(args[0], args[1])
-            if tag == "leases" and not args:
+                return s.events(start, key, range_end, end_revision=end, prev_kv=bool(prev_kv))
+            case q.AppliedSince(lo, hi):
+                return self._applied_batch(lo, hi)
+            case q.Revisions(lo_index, hi_index):
+                return self._revisions(lo_index, hi_index)
+            case q.AllLeases():
                 return lease_store.leases(s)
-            if tag == "lease" and len(args) == 2:
-                return lease_store.lease(s, int(args[0]), bool(args[1]))
-            if tag == "auth_token" and len(args) == 1:
-                return self.auth.token_user(str(args[0]))
-            if tag == "auth" and len(args) == 3:
-                return self.auth.read(args[0], tuple(args[1]), args[2])
-            if tag == "hash_kv" and len(args) == 1:
-                return s.hash_kv(int(args[0]))
-            if tag == "flush_rows" and len(args) == 2:
-                return s.history_rows(args[0], args[1])
-            if tag == "history_range" and len(args) == 1 and isinstance(args[0], Range):
-                return s.range_skeleton(args[0])
-            if tag == "history_events" and len(args) == 4:
-                start, end, key, range_end = args
+            case q.LeaseLookup(lease, keys):
+                return lease_store.lease(s, int(lease), bool(keys))
+            case q.TokenUser(token):
+                return self.auth.token_user(str(token))
+            case q.AuthRead(op, args, user):
+                return self.auth.read(op, tuple(args), user)
+            case q.HashKv(revision):
+                return s.hash_kv(int(revision))
+            case q.HistoryRows(lo, max_rows):
+                return s.history_rows(lo, max_rows)
+            case q.HistoryRange(Range() as r):
+                return s.range_skeleton(r)
+            case q.HistoryEvents(start, end, key, range_end):
                 return s.events_skeleton(start, key, range_end, end_revision=end)
         raise ErrUnknownCommand(f"unknown query {type(request).__name__}")
 
     # A watch only ever reads revisions ABOVE the compact revision: admission refuses a
-    # start at the floor, and the history a watch replays ("watch_history") or is fed
-    # ("applied_batch") follows the same rule, stricter than a plain read at the compact
+    # start at the floor, and the history a watch replays (`WatchHistory`) or is fed
+    # (`AppliedSince`) follows the same rule, stricter than a plain read at the compact
     # revision (allowed, as in etcd). Compaction at C leaves revision C's events without
     # their prev values, so a watch that still needs C is canceled as compacted instead
     # of being served them. Found by the sim fault history: a lagging node caught up on a

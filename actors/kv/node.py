@@ -11,7 +11,7 @@ when it loses it, the coordinator is stopped.
 Its messages are in `node_protocol.py`. Peer API (from the coordinator): MinRequest ->
 MinAnswer, Notice -> NoticeAnswer, Rollback. A confirmed notice is a promise the node
 keeps on disk before it answers (`promised_floor.py`), and restores at start. Calls:
-Admit(key, start), ("status",), OpenWatcher() -> the pid of a new watcher process on this
+Admit(key, start), Status(), OpenWatcher() -> the pid of a new watcher process on this
 node for one session. OpenWatcher(owner, token) ties the session to a client process (it
 ends when the owner does, as a stream ends with its connection) and makes the open
 idempotent: a retry with the same token after a lost reply gets the same session, so a
@@ -58,6 +58,7 @@ from sediment.actors.log.shell.protocol import (
     Subscribe,
     WatchApplied,
 )
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.messages import Call, CallRef, Down
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -197,7 +198,7 @@ async def _on_call(node: _Node, call: Call) -> None:
     elif isinstance(req, OpenWatcher):
         await _watching(node, True)
         _open_watcher(node, call, req)
-    elif req == ("status",):
+    elif isinstance(req, Status):
         ctx.reply(call.from_, {
             "node": ctx.self().node, "committed": node.state.committed,
             "floor": adm.floor(node.state), "min_revision": adm.min_revision(node.state),
@@ -205,7 +206,7 @@ async def _on_call(node: _Node, call: Call) -> None:
             "watchers": len(node.watchers), "coordinator": node.coordinator is not None,
             "leader": node.leader[0]})
     else:
-        ctx.reply(call.from_, NodeError(f"unknown request {req!r}"[:200]))
+        ctx.reply(call.from_, UnknownRequest.of(req))
 
 
 async def _applied(node: _Node, index: int, sent_from: int | None = None,

@@ -18,7 +18,8 @@ Between a node and its watcher sessions (`watcher.py`):
 
 Calls to a node: `Admit(key, start)` -> an admission verdict (`admission.py`) or
 `NodeError`; `OpenWatcher(owner, token)` -> the pid of a watcher session (see node.py:
-with an owner the open is idempotent per token) or `NodeError`; `("status",)` -> a dict.
+with an owner the open is idempotent per token) or `NodeError`; `Status()` -> a dict; any
+other request -> `UnknownRequest`.
 """
 
 from __future__ import annotations

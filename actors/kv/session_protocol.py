@@ -17,7 +17,7 @@ Calls (`ctx.call(session, request)`):
 - `Close()` -> `Responses(responses)`: what was still queued. Sent as a message rather
   than called, `Close()` closes the session too (a client giving up on a session it
   cannot reach still frees it).
-- `("status",)`-style and any other request -> `SessionError(("unknown_request", req))`.
+- Any other request (`Status()` too) -> `UnknownRequest` (`sediment.runtime.common_calls`).
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ __all__ += ["Compact", "CompactResult"]
 
 @dataclass(frozen=True)
 class AppliedBatch:
-    """The machine's answer to ("applied_batch", lo, hi), one read after each applied
+    """The machine's answer to `AppliedSince(lo, hi)`, one read after each applied
     batch: the changes of revisions [lo, hi] (None when a compaction reached lo: the
     watchers catch up from history instead), the compact revision and the head revision."""
 
@@ -247,7 +247,7 @@ class LeaseRevokeResult:
 @dataclass(frozen=True)
 class LeaseInfo:
     """One lease as the machine keeps it: granted TTL, checkpointed remaining TTL (0:
-    none), the keys attached to it now (("lease", id, with keys) only)."""
+    none), the keys attached to it now (`LeaseLookup(id, keys=True)` only)."""
 
     id: int
     ttl: int

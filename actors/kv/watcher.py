@@ -35,6 +35,7 @@ from sediment.actors.kv.node_protocol import (
     WatchEnded,
     WatchPositions,
 )
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call, Down
 from sediment.runtime.pid import Pid
@@ -151,7 +152,7 @@ async def _on_call(w: _Watcher, call: Call) -> None:
         w.closed = "client"
         ctx.reply(call.from_, sp.Responses(_take(w)))
     else:
-        ctx.reply(call.from_, sp.SessionError(("unknown_request", req)))
+        ctx.reply(call.from_, UnknownRequest.of(req))
 
 
 async def _create(w: _Watcher, request: wp.CreateWatch) -> Any:

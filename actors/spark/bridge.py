@@ -12,7 +12,7 @@ and compaction workers reach it by name (`BRIDGE_NAME`) with a call
 - `MergeRanges(RangeMergeRequest)` -> `Merged(RangeMergeResult)` | `JobFailed(typed
   exception)`: the branch tier's metarange merge as spans (`branches/spark_merge.py`),
   in the same session and queue.
-- ("status",) -> a `BridgeStatus`, answered while a job runs: the job runs off the
+- Status() -> a `BridgeStatus`, answered while a job runs: the job runs off the
   process's loop (`offload`, default `asyncio.to_thread`), so the mailbox keeps moving.
 - `Stop()` -> `Stopped()`: queued jobs are refused (BridgeStopped), the running one is
   cancelled in Spark and answered, the session is stopped, the process ends.
@@ -54,6 +54,7 @@ from sediment.actors.spark.bridge_protocol import (
 from sediment.actors.spark.merge_job import SparkMergeFailed, spark_merge
 from sediment.actors.spark.session import SparkSettings, SparkUnavailable
 from sediment.log import get_logger
+from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call, CallRef
 from sediment.runtime.process import Process
 
@@ -298,7 +299,7 @@ async def spark_bridge(ctx: Process, settings: SparkSettings | None = None,
 
 def _on_call(ctx: Process, bridge: _Bridge, call: Call) -> None:
     request = call.request
-    if request == ("status",):
+    if isinstance(request, Status):
         ctx.reply(call.from_, bridge.status())
     elif isinstance(request, Merge):
         _on_merge(ctx, bridge, call.from_, request.request, check_request)

@@ -5,7 +5,7 @@ dataclass per message, so a caller matches on a type instead of re-parsing a tup
 - `MergeRanges(request)` (a `RangeMergeRequest`) -> `Merged(RangeMergeResult)` |
   `JobFailed(error)`.
 - `Stop()` -> `Stopped()` once the session is stopped and the process ends.
-- `("status",)` -> a `BridgeStatus` (the common status call; answered while a job runs).
+- `Status()` -> a `BridgeStatus` (the common status call; answered while a job runs).
 
 `error` is typed: `BadBridgeRequest`, `BridgeBusy`, `BridgeStopped` for a refusal, the
 merge's own `BlockError` / `BranchesError`, `SparkUnavailable` or `SparkMergeFailed`.

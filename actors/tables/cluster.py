@@ -71,6 +71,7 @@ from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebal
 from sediment.actors.tables.recorder import Recorder, poll_replay
 from sediment.actors.tables.transaction import Transaction
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, CallExit, NoProc
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
@@ -158,7 +159,7 @@ class TablesCluster:
 
     def raft_status(self, node: str, group: str = META_GROUP) -> dict[str, Any] | None:
         try:
-            return self._call(raft_name(group, node), ("status",), 5)  # type: ignore[no-any-return]
+            return self._call(raft_name(group, node), Status(), 5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -174,7 +175,7 @@ class TablesCluster:
 
     def node_status(self, node: str) -> dict[str, Any] | None:
         try:
-            return self._call(table_node_name(node), ("status",), 5)  # type: ignore[no-any-return]
+            return self._call(table_node_name(node), Status(), 5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -415,13 +416,13 @@ class TablesCluster:
 
     def coordinator_status(self) -> dict[str, Any] | None:
         try:
-            return self.rt.call(COORDINATOR, ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(COORDINATOR, Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
     def index_driver_status(self) -> dict[str, Any] | None:
         try:
-            return self.rt.call(INDEX_DRIVER, ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(INDEX_DRIVER, Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -430,7 +431,7 @@ class TablesCluster:
 
     def rebalance_driver_status(self) -> dict[str, Any] | None:
         try:
-            return self.rt.call(REBALANCE_DRIVER, ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(REBALANCE_DRIVER, Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 

@@ -20,7 +20,7 @@ Every `interval` it reads the local metastore replica (the catalog and the assig
   backfill is proposed again at the next look.
 
 A failpoint `BEFORE_AVAILABLE` holds a build at BUILDING (the scenarios' index build
-racing compaction). `("status",)` answers, per index name, its stage, the catalog
+racing compaction). `Status()` answers, per index name, its stage, the catalog
 version it pins (the one that registered it) and when `MakeIndexAvailable` was first
 proposed (the pin can only end after that: the recorder's pin end), for the recorder
 and `catalog status`.
@@ -46,6 +46,7 @@ from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
 from sediment.actors.tables.node_protocol import Ddl, DdlActive, TxsFinished, TxsFinishedAnswer
 from sediment.actors.tables.partition import BuildIndexCmd, IndexBuilt
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
@@ -268,10 +269,10 @@ async def index_driver(ctx: Process, config: IndexDriverConfig, term: int) -> No
         elif isinstance(msg, TaskDone):
             await d.backfilled(msg)
         elif isinstance(msg, Call):
-            if msg.request == ("status",):
+            if isinstance(msg.request, Status):
                 ctx.reply(msg.from_, d.status())
             else:
-                ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+                ctx.reply(msg.from_, UnknownRequest.of(msg.request))
         else:
             _logger.warning("index driver got an unexpected message", message=repr(msg)[:200])
 

@@ -23,6 +23,7 @@ from sediment.actors.tables.partition_members import (
     start_member,
     stop_member,
 )
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 
 _logger = log.get_logger("sediment.tables.node")
@@ -95,7 +96,7 @@ async def _stop_unassigned(s: NodeState) -> None:
 async def leads(s: NodeState, group_name: str) -> bool:
     """Whether this node's member of raft group `group_name` leads it now."""
     try:
-        status = await named_pids.call(s.ctx, raft_name(group_name, s.me), ("status",), 2)
+        status = await named_pids.call(s.ctx, raft_name(group_name, s.me), Status(), 2)
     except CallError:
         return False
     return bool(status.get("role") == "leader")

@@ -22,7 +22,7 @@ Calls (`ctx.call(table_node_name(node), request)`):
   older than catalog version `version` ended?
 - `SubscribeLwm(pid)` -> `LwmNow(lwm)`; every later change is sent to `pid` as
   `LwmChanged(lwm)`.
-- `("status",)` -> a dict (the common status call every process answers).
+- `Status()` -> a dict (the common status call every process answers).
 
 Any call may be answered `Failed(error)` (a typed `CatalogError`; nothing changed).
 

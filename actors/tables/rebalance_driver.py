@@ -25,7 +25,7 @@ A change that already holds (a retry after a lost answer, a new leader's driver
 resuming a pending rebalance from the start) counts as done. A failure ends the task
 with `CancelPending`; the next look plans again. Everything is bounded.
 
-`("status",)` answers the running and the last finished rebalances, with when each was
+`Status()` answers the running and the last finished rebalances, with when each was
 planned and when its stable record was first proposed (the pin's recorded interval).
 """
 
@@ -61,6 +61,7 @@ from sediment.actors.tables.partition_members import (
     partition_spec,
     start_member,
 )
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
@@ -131,7 +132,7 @@ async def _leader_view(ctx: Process, group: str,
                        nodes: tuple[str, ...]) -> dict[str, Any] | None:
     for node in nodes:
         try:
-            view = await named_pids.call(ctx, raft_name(group, node), ("status",), timeout=5)
+            view = await named_pids.call(ctx, raft_name(group, node), Status(), timeout=5)
         except CallError:
             continue
         if view.get("role") == "leader":
@@ -326,10 +327,10 @@ async def rebalance_driver(ctx: Process, config: RebalanceDriverConfig, term: in
         elif isinstance(msg, _Ended):
             d.ended(msg)
         elif isinstance(msg, Call):
-            if msg.request == ("status",):
+            if isinstance(msg.request, Status):
                 ctx.reply(msg.from_, d.status())
             else:
-                ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+                ctx.reply(msg.from_, UnknownRequest.of(msg.request))
         else:
             _logger.warning("rebalance driver got an unexpected message",
                             message=repr(msg)[:200])

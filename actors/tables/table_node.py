@@ -72,6 +72,7 @@ from sediment.actors.tables.node_state import (
     meta_query,
 )
 from sediment.actors.tables.partition_machine import IndexLookup
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, CallRef, Down
 from sediment.runtime.pid import Pid
@@ -185,7 +186,7 @@ async def _on_call(s: NodeState, call: Call) -> Any:
             s.lwm_subscribers.append(r.pid)
             s.ctx.monitor(r.pid)
         return p.LwmNow(s.lwm.lwm)
-    if r == ("status",):
+    if isinstance(r, Status):
         return _status(s)
     raise InvalidCommand(f"table node request {repr(r)[:100]}")
 
@@ -204,7 +205,7 @@ async def _catch_up(s: NodeState) -> None:
     target = None
     for _ in range(CATCH_UP_POLLS):
         try:
-            status = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), ("status",), 5)
+            status = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), Status(), 5)
         except CallError:
             status = {}
         if target is None:
@@ -212,7 +213,7 @@ async def _catch_up(s: NodeState) -> None:
             if leader is not None:
                 try:
                     lead = await named_pids.call(s.ctx, raft_name(META_GROUP, leader),
-                                                 ("status",), 5)
+                                                 Status(), 5)
                     target = lead.get("commit")
                 except CallError:
                     pass
@@ -233,7 +234,7 @@ async def _ddl(s: NodeState, call: Call, commands: Any) -> Any:
                 c.replicas > len(s.config.nodes)):
             raise InvalidDdl(f"zone {c.name}: {c.replicas} replicas on "
                              f"{len(s.config.nodes)} nodes")
-    status = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), ("status",), 10)
+    status = await named_pids.call(s.ctx, raft_name(META_GROUP, s.me), Status(), 10)
     if status.get("role") != "leader":
         return p.NotLeader(status.get("leader"))
     command = ExecuteDdl(commands, s.now(), s.config.ddl_delay_ms)

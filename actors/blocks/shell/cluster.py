@@ -73,6 +73,7 @@ from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.runtime import api
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, start_top, supervisor
@@ -214,7 +215,7 @@ class BlocksCluster:
     def worker_status(self, pid: Pid) -> dict[str, Any] | None:
         """A worker's view: jobs held (name -> token), counts, recent outcomes."""
         try:
-            return self.rt.call(pid, ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(pid, Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -247,7 +248,7 @@ class BlocksCluster:
         if leader is None:
             return None
         try:
-            return self.rt.call(service_name(leader), ("status",), timeout=5)  # type: ignore[no-any-return]
+            return self.rt.call(service_name(leader), Status(), timeout=5)  # type: ignore[no-any-return]
         except CallError:
             return None
 
@@ -285,11 +286,11 @@ class BlocksNodeHandle:
         return {c[0]: c[1] for c in self._call(sup, requests.which_children()) or []}
 
     def raft_status(self) -> dict[str, Any] | None:
-        return self._call(raft_name(METASTORE_GROUP, self.name), ("status",))  # type: ignore[no-any-return]
+        return self._call(raft_name(METASTORE_GROUP, self.name), Status())  # type: ignore[no-any-return]
 
     def status(self) -> dict[str, Any] | None:
         """The blocks node's view (leader, term, whether it runs the service)."""
-        return self._call(blocks_node_name(self.name), ("status",))  # type: ignore[no-any-return]
+        return self._call(blocks_node_name(self.name), Status())  # type: ignore[no-any-return]
 
     def workers(self) -> list[Pid]:
         children = self._call(worker_pool_name(self.name), requests.which_children())

@@ -70,6 +70,7 @@ from sediment.actors.blocks.shell.service_protocol import (
 )
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, Failed, NotLeader, Propose, Query, Reply
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.offload import run_blocking
@@ -150,14 +151,14 @@ async def _take(svc: _Service, msg: Any) -> None:
             ctx.reply(msg.from_, Busy())
         else:
             svc.waiting.append(msg)
-    elif request == ("status",):
+    elif isinstance(request, Status):
         ctx.reply(msg.from_, {"node": ctx.self().node, "term": svc.term, "served": svc.served,
                               "idle": svc.idle, "refused": svc.refused, "waiting": len(svc.waiting),
                               "raft_time": svc.raft_time, "deleted_files": svc.deleted,
                               "orphans_deleted": dict(svc.orphans_deleted),
                               "recent_orphans": list(svc.recent_orphans)})
     else:
-        ctx.reply(msg.from_, ("error", ("unknown_request", repr(request)[:200])))
+        ctx.reply(msg.from_, UnknownRequest.of(request))
 
 
 async def _serve(svc: _Service, call: Call) -> None:

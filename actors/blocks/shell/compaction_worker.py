@@ -12,7 +12,7 @@ up; this shell turns its effects into work and the outcomes back into events:
   of the tombstones the job carries, and runs the configured executor; the result comes
   back as `JobDone` / `JobFailed`;
 - `Cancel`: the job's task is cancelled (its lease is gone);
-- `Finished` / `Abandoned`: logged and kept in a short history for `("status",)`.
+- `Finished` / `Abandoned`: logged and kept in a short history for `Status()`.
 
 The mailbox is never held by a merge or a call: they run in tasks (the merge itself in
 a thread where the runtime has one, `offload.py`). Every event that may have made a
@@ -38,6 +38,7 @@ from sediment.actors.blocks import worker as wk
 from sediment.actors.blocks.jobs import AssignedJob, JobStatus, PollRequest, PollResponse
 from sediment.actors.blocks.shell import locate
 from sediment.actors.blocks.shell.config import BlocksConfig
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call
 from sediment.runtime.offload import run_blocking
@@ -130,10 +131,10 @@ def _events(w: _Worker, driver: CoreDriver[wk.WorkerState, wk.Event, wk.Effect],
         w.jobs.pop((msg.event.name, msg.event.token), None)
         return [msg.event, wk.Tick(ctx.now())]
     if isinstance(msg, Call):
-        if msg.request == ("status",):
+        if isinstance(msg.request, Status):
             ctx.reply(msg.from_, _status(w, driver.state))
         else:
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
     else:
         _logger.warning("compaction worker got an unexpected message", message=repr(msg)[:200])
     return []

@@ -8,13 +8,13 @@ their outcomes back as events:
 - `ReadCursor` / `ProposeFlush`: a proposal to the metastore group (`ReadFlushCursor`,
   `AddBlocks(blocks, through)`), sent to the leader the members name, following
   "not leader" hints, at most `locate_attempts` rounds with a capped backoff;
-- `ReadHistory`: the local KV member's ("flush_rows", lo, max_rows) query: its machine
+- `ReadHistory`: the local KV member's `HistoryRows(lo, max_rows)` query: its machine
   holds only committed, applied entries;
 - `WriteBlocks`: one level-0 block file per shard (`block.write_level0`: temporary file,
   fsync, rename), off the event loop where the runtime has threads.
 
 Time is the runtime's clock, read here and handed to the core. A tick every
-`tick_interval` drives the flush thresholds. Calls: ("status",) -> the core's view.
+`tick_interval` drives the flush thresholds. Calls: Status() -> the core's view.
 Failpoint `blocks.flusher.before_propose`: the blocks are written, the AddBlocks not
 yet proposed (a crash there leaves files no index entry names; the next flusher
 rewrites the same ids, keeping the files on disk and proposing their metadata, or
@@ -39,8 +39,10 @@ from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
+from sediment.actors.kv.queries import HistoryRows
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.messages import Call
@@ -159,7 +161,7 @@ def _problem(fl: _Flusher, effect: fc.Problem) -> None:
 
 async def _read(fl: _Flusher, effect: fc.ReadHistory) -> fc.Event:
     ctx = fl.ctx
-    request = Query(("flush_rows", effect.lo, effect.max_rows))
+    request = Query(HistoryRows(effect.lo, effect.max_rows))
     try:
         reply = await ctx.call(raft_name(KV_GROUP, ctx.self().node), request,
                                timeout=fl.config.call_timeout)
@@ -217,7 +219,7 @@ async def _leader(fl: _Flusher) -> str | None:
     me = ctx.self().node
     for node in sorted(fl.config.nodes, key=lambda n: n != me):
         try:
-            status = await ctx.call(raft_name(METASTORE_GROUP, node), ("status",),
+            status = await ctx.call(raft_name(METASTORE_GROUP, node), Status(),
                                     timeout=fl.config.call_timeout)
         except CallError:
             continue
@@ -228,14 +230,14 @@ async def _leader(fl: _Flusher) -> str | None:
 
 
 def _on_call(fl: _Flusher, s: fc.FlusherState, call: Call) -> None:
-    if call.request == ("status",):
+    if isinstance(call.request, Status):
         fl.ctx.reply(call.from_, {
             "node": fl.ctx.self().node, "term": s.term, "phase": s.phase, "cursor": s.cursor,
             "read_through": s.read_through, "flushed": dict(s.flushed),
             "pending": {shard: len(p.rows) for shard, p in sorted(s.pending.items())},
             "counts": dict(fl.counts), "last_problem": fl.last_problem})
     else:
-        fl.ctx.reply(call.from_, ("error", ("unknown_request", repr(call.request)[:200])))
+        fl.ctx.reply(call.from_, UnknownRequest.of(call.request))
 
 
 def _count(fl: _Flusher, name: str) -> None:

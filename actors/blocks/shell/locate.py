@@ -25,6 +25,7 @@ from sediment.actors.blocks.shell.names import METASTORE_GROUP, service_name
 from sediment.actors.blocks.shell.service_protocol import Poll, Polled, PollNotLeader
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -45,7 +46,7 @@ async def leader_of(ctx: Process, config: BlocksConfig) -> str | None:
     """The node the first member that answers names as the metastore's leader."""
     for node in _local_first(ctx, config.nodes):
         try:
-            status = await ctx.call(raft_name(METASTORE_GROUP, node), ("status",),
+            status = await ctx.call(raft_name(METASTORE_GROUP, node), Status(),
                                     timeout=config.lookup_timeout)
         except CallError:
             continue

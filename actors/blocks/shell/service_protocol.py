@@ -7,7 +7,7 @@ instead of re-parsing a tuple.
   no longer leads (`hint`: the node it believes does); `PollRefused(reason)`: a
   refused plan, a malformed request or an unreachable member; `Busy()`: too many
   polls wait already (`max_pending_polls`).
-- `("status",)` -> a dict (the common status call every process answers).
+- `Status()` -> a dict (the common status call every process answers).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ It runs one compaction at a time (`compactor.compact`: the three steps), for:
 Failpoints `branches.compactor.after_step1|2|3` sit after each step: a crash there is
 the "compactor killed at each step" of the seed's promise (the branch stays readable
 and equivalent; what the steps left behind is garbage for `gc.py`).
-("status",) answers the counts of compactions by outcome.
+Status() answers the counts of compactions by outcome.
 
 Merges that read at least `spark.threshold` base entries go to the cluster's Spark
 bridge, the rest run here (`merging.py`; either way the same metarange).
@@ -43,6 +43,7 @@ from sediment.actors.branches.shell.protocol import Compact, Compacted, CompactF
 from sediment.actors.branches.shell.recorder import ProcessRecorder
 from sediment.actors.branches.tier import Tier, TierConfig
 from sediment.actors.kv.errors import KvError
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -126,10 +127,10 @@ async def compactor_process(ctx: Process, config: CompactorConfig) -> None:
             result = await run(c.repo, c.branch, bool(c.force))
             ctx.reply(msg.from_, Compacted(result) if isinstance(result, cp.Compaction)
                       else CompactFailed(result))
-        elif isinstance(msg, Call) and msg.request == ("status",):
+        elif isinstance(msg, Call) and isinstance(msg.request, Status):
             ctx.reply(msg.from_, {"counts": dict(counts), "recoveries": len(pending)})
         elif isinstance(msg, Call):
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
         else:
             _logger.warning("compactor got an unexpected message", message=repr(msg)[:200])
 

@@ -5,7 +5,7 @@ Every `interval` it sweeps one repository (`gc.sweep`, bounded: at most `max_tok
 staging tokens dropped and `max_files` files removed per pass), taking the
 repositories in turn, and sweeps the same one again on the next pass while a budget
 ran out. Calls (`protocol.py`): `Sweep(repo)` sweeps that repository now ->
-`Swept(gc.Swept)` | `SweepFailed(error)`; ("status",) -> the passes and what they
+`Swept(gc.Swept)` | `SweepFailed(error)`; Status() -> the passes and what they
 collected.
 """
 
@@ -25,6 +25,7 @@ from sediment.actors.branches.shell.kv_process import ProcessKv
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.branches.tier import Tier
 from sediment.actors.kv.errors import KvError
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -122,12 +123,12 @@ async def gc_process(ctx: Process, compactor: CompactorConfig, config: GcConfig)
             result = await sweep(msg.request.repo)
             ctx.reply(msg.from_, bp.Swept(result) if isinstance(result, gc.Swept)
                       else bp.SweepFailed(result))
-        elif isinstance(msg, Call) and msg.request == ("status",):
+        elif isinstance(msg, Call) and isinstance(msg.request, Status):
             ctx.reply(msg.from_, {"passes": totals.passes, "tokens": totals.tokens,
                                   "files": totals.files, "scratch": totals.scratch,
                                   "failed": totals.failed, "last": dict(totals.last)})
         elif isinstance(msg, Call):
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
         else:
             _logger.warning("gc got an unexpected message", message=repr(msg)[:200])
 

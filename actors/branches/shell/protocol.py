@@ -9,7 +9,7 @@ caller matches on a type instead of re-parsing a tuple.
   `CompactFailed(error)` (a `BranchesError` or `KvError`, e.g. CompactionThrottled).
 - The collector: `Sweep(repo)` -> `Swept(result)` (a `gc.Swept`) or
   `SweepFailed(error)`.
-- Each: `("status",)` -> a dict (the common status call every process answers).
+- Each: `Status()` -> a dict (the common status call every process answers).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ blocks).
 from __future__ import annotations
 
 from sediment.actors.branches.history import Event
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -36,7 +37,7 @@ async def collector(ctx: Process) -> None:
             if msg.request == ("events",):
                 ctx.reply(msg.from_, (list(events), dropped))
             else:
-                ctx.reply(msg.from_, ("error", "unknown_request"))
+                ctx.reply(msg.from_, UnknownRequest.of(msg.request))
         elif len(events) < MAX_EVENTS:
             events.append(msg)
         else:

@@ -5,7 +5,7 @@ forgotten: a writer never waits on the sensor, and a report to a sensor that is 
 is dropped, as lakeFS drops callbacks when its channel is full). The pure core counts
 and queues triggers in a bounded queue; on a new trigger the sensor nudges the
 compactor (`Work()`), which takes triggers one at a time by calling `Take()`
-(`protocol.py`). ("status",) answers the
+(`protocol.py`). Status() answers the
 counters' sizes and what was queued, dropped and taken. Metric
 `branch_sensor_triggers{reason, fate}`.
 """
@@ -20,6 +20,7 @@ from sediment.actors.branches import metrics
 from sediment.actors.branches import sensor as sn
 from sediment.actors.branches.shell.names import COMPACTOR_NAME
 from sediment.actors.branches.shell.protocol import Work
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
@@ -54,13 +55,13 @@ async def sensor_process(ctx: Process, config: SensorProcessConfig) -> None:
             assert isinstance(answer, sn.Taken)
             taken += answer.trigger is not None
             ctx.reply(msg.from_, answer.trigger)
-        elif isinstance(msg, Call) and msg.request == ("status",):
+        elif isinstance(msg, Call) and isinstance(msg.request, Status):
             state = driver.state
             ctx.reply(msg.from_, {"counters": len(state.counters), "queue": len(state.queue),
                                   "queued": state.queued, "dropped": state.dropped,
                                   "taken": taken, "closed": state.closed})
         elif isinstance(msg, Call):
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
         else:
             _logger.warning("sensor got an unexpected message", message=repr(msg)[:200])
         return []

@@ -34,6 +34,7 @@ from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_pr
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -87,7 +88,7 @@ FLAGS = SupFlags(strategy="rest_for_one", intensity=20, period=10)
 async def services(ctx: Process, config: ServicesConfig, term: int) -> None:
     """The pair for one leadership term: waits until no other pair holds the names,
     starts their supervisor (linked: killing this process ends them), then answers
-    ("status",) with its term and node."""
+    Status() with its term and node."""
     node = ctx.self().node
     for _ in range(MAX_NAME_WAITS):
         if all([await ctx.whereis(name) is None for name in NAMES]):
@@ -100,10 +101,10 @@ async def services(ctx: Process, config: ServicesConfig, term: int) -> None:
     _logger.info("branch services up", node=node, term=term)
     while True:
         msg = await ctx.receive()
-        if isinstance(msg, Call) and msg.request == ("status",):
+        if isinstance(msg, Call) and isinstance(msg.request, Status):
             ctx.reply(msg.from_, {"node": node, "term": term, "supervisor": sup})
         elif isinstance(msg, Call):
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
 
 
 async def branches_node(ctx: Process, config: ServicesConfig) -> None:
@@ -151,7 +152,7 @@ def where_services_run(rt: Any, nodes: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for n in nodes:
         try:
-            out[n] = rt.call(follower_name(n), ("status",), timeout=10)
+            out[n] = rt.call(follower_name(n), Status(), timeout=10)
         except CallError as err:
             out[n] = ("error", type(err).__name__)
     return out

@@ -26,6 +26,7 @@ from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, ReadInd
 from sediment.actors.log.shell.segment_writer import segment_writer
 from sediment.actors.log.shell.server import raft_server
 from sediment.actors.log.shell.wal_server import wal_server
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.supervision import ChildSpec, Spawn, SupFlags, start_top, supervisor
@@ -145,7 +146,7 @@ def status(rt: Any, spec: GroupSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for node in spec.nodes:
         try:
-            out[node] = rt.call(raft_name(spec.group, node), ("status",), timeout=5)
+            out[node] = rt.call(raft_name(spec.group, node), Status(), timeout=5)
         except CallError:
             out[node] = None
     return out

@@ -21,6 +21,7 @@ from sediment.actors.log.storage import compaction, snapshot
 from sediment.actors.log.storage.failpoints import Failpoint
 from sediment.actors.log.storage.segrefs import SegRef
 from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -102,7 +103,7 @@ async def log_worker(ctx: Process, group: str, group_dir: str, num_minors: int,
             compaction.delete_unreferenced(seg_dir, msg.files, fp=fp)
             compaction.purge_symlinks(seg_dir, now=time.time())
         elif isinstance(msg, Call):
-            ctx.reply(msg.from_, ("error", ("unknown_request", msg.request)))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
 
 
 def _compact(seg_dir: str, kind: str | None, refs: tuple[SegRef, ...], state: SnapshotState,

@@ -28,6 +28,7 @@ from sediment.actors.log.shell.cluster import member_children, node_supervisor
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Change, Done, NotLeader, Refused
+from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import BadArgument, CallError
 from sediment.supervision import requests
 
@@ -79,7 +80,7 @@ def leader_view(rt: Any, spec: GroupSpec, nodes: tuple[str, ...]) -> dict[str, A
     """The status of the member of `nodes` that leads now (None: none answers as leader)."""
     for node in nodes:
         try:
-            view = rt.call(raft_name(spec.group, node), ("status",), timeout=5)
+            view = rt.call(raft_name(spec.group, node), Status(), timeout=5)
         except CallError:
             continue
         if view.get("role") == "leader":

@@ -21,9 +21,9 @@ Calls (`ctx.call(raft_name(group, node), request)`):
   key-value test machine's value, read from wherever the log keeps its entry.
 - `ReadEntry(index)` -> `Found(command)` or `Failed("not_in_memory")`.
 - `CompactLog()` -> `LogCompacted(kind, linked)` once a major compaction ran.
-- `("status",)` -> a dict (the common status call every process answers).
+- `Status()` -> a dict (the common status call every process answers).
 
-Any other request is answered `Failed("unknown_request")`.
+Any other request is answered `UnknownRequest` (`sediment.runtime.common_calls`).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class Refused:
 @dataclass(frozen=True, slots=True)
 class Failed:
     """The request failed: `reason` names why (`"Dropped"`, `"Unknown"`, `"bad_proposal"`,
-    `"unknown_request"`, ...); `index`: the log index concerned, when there is one."""
+    ...); `index`: the log index concerned, when there is one."""
 
     reason: str
     index: int | None = None

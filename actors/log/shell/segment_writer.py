@@ -28,6 +28,7 @@ from sediment.actors.log.storage.segment import SegmentConfig
 from sediment.actors.log.storage.segrefs import SegRef
 from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.actors.log.storage.wal import read_file
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 
@@ -140,7 +141,7 @@ def _answer(writers: dict[str, GroupSegmentWriter], request: Any) -> Any:
     if isinstance(request, SegmentRefs):
         writer = writers.get(request.group)
         return tuple(writer.refs) if writer is not None else ()
-    return ("error", ("unknown_request", request))
+    return UnknownRequest.of(request)
 
 
 async def _flush(ctx: Process, node: str, writers: dict[str, GroupSegmentWriter],

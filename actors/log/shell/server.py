@@ -78,6 +78,7 @@ from sediment.actors.log.shell.wal_server import WalRead, WalRejected, WalWriteR
 from sediment.actors.log.storage import snapshot
 from sediment.actors.log.storage.segrefs import SegRefs
 from sediment.actors.log.storage.snapshot import SnapshotState
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import FailpointError, ReceiveTimeout
 from sediment.runtime.messages import Call, Down
@@ -333,7 +334,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         return rp.ProposeChange(request.op, request.node, call.from_, ctx.now())
     if isinstance(request, sp.Query):
         ctx.reply(call.from_, shell.machine.query(request.request))
-    elif request == ("status",):
+    elif isinstance(request, Status):
         ctx.reply(call.from_, _status(shell, state))
     elif isinstance(request, sp.ReadEntry):
         ctx.reply(call.from_, _read(state, request.index))
@@ -350,7 +351,7 @@ def _on_call(shell: _Shell, state: RaftState, call: Call) -> rp.Event | None:
         shell.waiters.compactions.append(call.from_)
         ctx.send(shell.worker, MajorCompaction(tuple(shell.refs), shell.snap_state, ctx.self()))
     else:
-        ctx.reply(call.from_, sp.Failed("unknown_request"))
+        ctx.reply(call.from_, UnknownRequest.of(request))
     return None
 
 

@@ -23,6 +23,7 @@ from sediment.actors.log.shell.segment_writer import FlushWal, SnapshotStateChan
 from sediment.actors.log.storage.records import Entry as Stored
 from sediment.actors.log.storage.snapshot import SnapshotState
 from sediment.actors.log.storage.wal import GroupLog, Wal, WalWrite, file_number
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import ReceiveTimeout
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
@@ -146,7 +147,7 @@ def _answer(memtable: dict[str, GroupLog], request: Any) -> Any:
         return list(glog.entries) if glog is not None else []
     if isinstance(request, ReadStored):
         return _stored(memtable, request.group, request.index)
-    return ("error", ("unknown_request", request))
+    return UnknownRequest.of(request)
 
 
 def _stored(memtable: dict[str, GroupLog], group: str, index: int) -> Stored | None:

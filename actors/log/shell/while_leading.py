@@ -19,6 +19,7 @@ from typing import Any
 from sediment import log
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import LeaderChanged, Subscribe
+from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.errors import NameTaken
 from sediment.runtime.kernel import ProcessFn
 from sediment.runtime.messages import Call, Down
@@ -85,12 +86,12 @@ async def _handle(f: _Follower, msg: Any) -> None:
     elif isinstance(msg, Down) and msg.pid == f.raft:
         raise RuntimeError(f"the {spec.group} raft member went down: {msg.reason}")
     elif isinstance(msg, Call):
-        if msg.request == ("status",):
+        if isinstance(msg.request, Status):
             ctx.reply(msg.from_, {"node": ctx.self().node, "leader": f.leader[0],
                                   "term": f.leader[1], spec.role: f.child,
                                   f"{spec.role}_term": f.child_term})
         else:
-            ctx.reply(msg.from_, ("error", ("unknown_request", repr(msg.request)[:200])))
+            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
     else:
         _logger.warning("leader follower got an unexpected message", role=spec.role,
                         message=repr(msg)[:200])
