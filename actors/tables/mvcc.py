@@ -71,7 +71,7 @@ def write_intent(rows: PartitionRows, key: RowKey, intent: WriteIntent) -> Parti
     """Put (or replace) the transaction's intent on the key."""
     held = rows.intents.get(key)
     if held is not None and held.tx_id != intent.tx_id:
-        raise WriteConflict(intent.tx_id, _describe(key), held.tx_id)
+        raise WriteConflict(intent.tx_id, _describe(key), held.tx_id, key)
     committed = rows.versions.get(key, ())
     if committed and committed[-1].commit_ts > intent.begin_ts:
         raise WriteConflict(intent.tx_id, _describe(key), committed[-1].tx_id)
@@ -131,7 +131,7 @@ def read_latest(rows: PartitionRows, key: RowKey, tx_id: str) -> Row:
     intent = rows.intents.get(key)
     if intent is not None:
         if intent.tx_id != tx_id:
-            raise WriteConflict(tx_id, _describe(key), intent.tx_id)
+            raise WriteConflict(tx_id, _describe(key), intent.tx_id, key)
         return intent.row
     committed = rows.versions.get(key, ())
     return committed[-1].row if committed else None
