@@ -161,7 +161,8 @@ def gc(rows: PartitionRows, lwm: HybridTimestamp) -> tuple[PartitionRows, int]:
 
 
 def drop_table(rows: PartitionRows, table_id: int) -> PartitionRows:
-    """A dropped table's rows go once the low watermark passes the drop."""
+    """A dropped table's rows (or a dropped unique index's claim rows, keyed by its id
+    alike) go once the low watermark passes the drop."""
     return PartitionRows({k: v for k, v in rows.versions.items() if k[0] != table_id},
                          {k: v for k, v in rows.intents.items() if k[0] != table_id})
 

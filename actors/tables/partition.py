@@ -84,10 +84,13 @@ class UpdateMinActiveTxTimeCmd:
 @dataclass(frozen=True, slots=True)
 class GcCmd:
     """Garbage-collect below the low watermark; `dropped_tables`: tables dropped at or
-    before it, whose rows all go."""
+    before it, whose rows all go; `dropped_indexes`: indexes dropped at or before it
+    (with their table or alone), whose claim rows (`unique_claims.py`), backfill and
+    maintained entries all go."""
 
     lwm: HybridTimestamp
     dropped_tables: frozenset[int] = frozenset()
+    dropped_indexes: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,12 +221,13 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
         return replace(s, min_tx=min_tx_time.apply_update(s.min_tx, index, cmd.ts)), Ok()
     if isinstance(cmd, GcCmd):
         rows = s.rows
-        for table_id in sorted(cmd.dropped_tables):
-            rows = mvcc.drop_table(rows, table_id)
+        for owner in sorted(cmd.dropped_tables | cmd.dropped_indexes):
+            rows = mvcc.drop_table(rows, owner)  # a table's rows, an index's claim rows
         rows, removed = mvcc.gc(rows, cmd.lwm)
         maintained = {i: index_entries.prune(m, rows) for i, m in s.maintained.items()
-                      if m.table_id not in cmd.dropped_tables}
-        return replace(s, rows=rows, maintained=maintained), Collected(removed)
+                      if m.table_id not in cmd.dropped_tables and i not in cmd.dropped_indexes}
+        indexes = {i: e for i, e in s.indexes.items() if i not in cmd.dropped_indexes}
+        return replace(s, rows=rows, maintained=maintained, indexes=indexes), Collected(removed)
     if isinstance(cmd, BuildIndexCmd):
         entries = tuple(index_build.index_entries(s.rows, cmd.table_id, cmd.columns, cmd.ts))
         indexes = {**s.indexes, cmd.index_id: (cmd.catalog_version, entries)}
