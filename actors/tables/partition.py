@@ -50,13 +50,16 @@ class WriteIntentCmd:
 
 @dataclass(frozen=True, slots=True)
 class FinishTxCmd:
-    """At the commit partition: record the coordinator's decision."""
+    """At the commit partition: record the coordinator's decision. `cleanup` (the
+    commit partition is the only one the transaction wrote to): in the same entry, its
+    intents here become versions or vanish as the record says (no `CleanupCmd`)."""
 
     tx_id: str
     commit: bool
     commit_ts: HybridTimestamp | None
     enlisted: frozenset[ZonePartition]
     catalog_version: int
+    cleanup: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,16 +207,12 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
     if isinstance(cmd, FinishTxCmd):
         record, outcome = tx_state.finish(s.txs.get(cmd.tx_id), cmd.commit, cmd.commit_ts,
                                           cmd.enlisted)
-        return _versioned(replace(s, txs={**s.txs, cmd.tx_id: record}),
-                          cmd.catalog_version), outcome
+        s = replace(s, txs={**s.txs, cmd.tx_id: record})
+        if cmd.cleanup:  # as the record says, whatever was asked (a recovery may have won)
+            s = _finalize(s, cmd.tx_id, record.commit_ts)
+        return _versioned(s, cmd.catalog_version), outcome
     if isinstance(cmd, CleanupCmd):
-        written = [(k, s.rows.intents[k].row) for k in mvcc.intents_of(s.rows, cmd.tx_id)]
-        rows = mvcc.finalize(s.rows, cmd.tx_id, cmd.commit_ts)
-        maintained = s.maintained
-        if cmd.commit_ts is not None and written and maintained:
-            maintained = {i: index_entries.on_commit(m, written) for i, m in maintained.items()}
-        return _versioned(replace(s, rows=rows, maintained=maintained),
-                          cmd.catalog_version), Ok()
+        return _versioned(_finalize(s, cmd.tx_id, cmd.commit_ts), cmd.catalog_version), Ok()
     if isinstance(cmd, RecoverTxCmd):
         record = tx_state.recover(s.txs.get(cmd.tx_id))
         return replace(s, txs={**s.txs, cmd.tx_id: record}), record
@@ -238,6 +237,18 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
                            cmd.catalog_version),
                 IndexBuilt(cmd.index_id, cmd.catalog_version, len(entries)))
     raise InvalidCommand(type(cmd).__name__)
+
+
+def _finalize(s: PartitionState, tx_id: str,
+              commit_ts: HybridTimestamp | None) -> PartitionState:
+    """The transaction's intents here become versions at `commit_ts` (their index
+    entries maintained), or vanish (None: aborted)."""
+    written = [(k, s.rows.intents[k].row) for k in mvcc.intents_of(s.rows, tx_id)]
+    rows = mvcc.finalize(s.rows, tx_id, commit_ts)
+    maintained = s.maintained
+    if commit_ts is not None and written and maintained:
+        maintained = {i: index_entries.on_commit(m, written) for i, m in maintained.items()}
+    return replace(s, rows=rows, maintained=maintained)
 
 
 def _versioned(s: PartitionState, catalog_version: int) -> PartitionState:
