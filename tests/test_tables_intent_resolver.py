@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from runtime_helpers import eventually
+from tables_helpers import sim_tables
 
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import hts
-from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.tables import mvcc
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import (
@@ -26,8 +26,6 @@ from sediment.actors.tables.intent_resolver import met_intent
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 
-LWM = LowWatermarkConfig(data_availability_ms=30_000, update_interval_ms=300,
-                         max_clock_skew_ms=10)
 G = ZonePartition(0, 0)
 KEY = (1, (7,))
 
@@ -58,10 +56,7 @@ def test_which_refusals_name_an_intent() -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[TablesCluster]:
-    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=3,
-                             lwm=LWM) as c:
-        c.create_zone("Z", partitions=4, replicas=2)
-        c.create_table("T", "Z", [("k", "int", False), ("v", "int")], ["k"])
+    with sim_tables(tmp_path, seed=3, columns=[("k", "int", False), ("v", "int")]) as c:
         yield c
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from runtime_helpers import collector, eventually
+from tables_helpers import ks, sim_tables, upsert_ab
 
 from sediment.actors.catalog.errors import CatalogError, IndexNotFound, InvalidCommand
-from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import IndexNotAvailable, UnknownTransaction, WriteConflict
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
@@ -23,39 +22,22 @@ from sediment.actors.tables.index_range import IndexRange
 from sediment.actors.tables.node_protocol import TxLookup, TxRange
 from sediment.runtime.failpoints import FailpointHit
 
-LWM = LowWatermarkConfig(data_availability_ms=30_000, update_interval_ms=300,
-                         max_clock_skew_ms=10)
-
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[TablesCluster]:
-    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=7,
-                             lwm=LWM) as c:
-        c.create_zone("Z", partitions=4, replicas=2)
-        c.create_table("T", "Z", [("k", "int", False), ("a", "int"), ("b", "str")], ["k"])
+    with sim_tables(tmp_path, seed=7) as c:
         yield c
-
-
-def upsert(c: TablesCluster, node: str, *rows: tuple[int, int | None, str | None]) -> None:
-    tx = c.begin(node)
-    for k, a, b in rows:
-        tx.insert("T", {"k": k, "a": a, "b": b})
-    assert tx.commit()
-
-
-def ks(rows: list[dict[str, Any]]) -> list[int]:
-    return [r["k"] for r in rows]
 
 
 def test_a_transactions_lookups_see_its_own_writes(cluster: TablesCluster) -> None:
     c = cluster
-    upsert(c, "n1", (1, 3, "x"), (2, 5, "y"), (3, 5, "a"), (4, 8, "z"))
+    upsert_ab(c, "n1", (1, 3, "x"), (2, 5, "y"), (3, 5, "a"), (4, 8, "z"))
     c.create_index("T_a", "T", ["a"])
     c.create_index("T_ab", "T", ["a", "b"])
     c.wait_index_available("T_a")
     c.wait_index_available("T_ab")
     tx = c.begin("n2")
-    upsert(c, "n3", (6, 5, "d"))  # committed after tx began, before its lookups
+    upsert_ab(c, "n3", (6, 5, "d"))  # committed after tx began, before its lookups
     tx.insert("T", {"k": 5, "a": 5, "b": "b"})  # inserted
     tx.insert("T", {"k": 1, "a": 5, "b": "c"})  # updated: 3 -> 5
     tx.delete("T", (3,))  # deleted
@@ -76,7 +58,7 @@ def test_a_transactions_lookups_see_its_own_writes(cluster: TablesCluster) -> No
 
 def test_another_transactions_intent_is_a_conflict(cluster: TablesCluster) -> None:
     c = cluster
-    upsert(c, "n1", (1, 5, "x"))
+    upsert_ab(c, "n1", (1, 5, "x"))
     c.create_index("T_a", "T", ["a"])
     c.wait_index_available("T_a")
     tx, other = c.begin("n1"), c.begin("n3")
@@ -100,7 +82,7 @@ def test_another_transactions_intent_is_a_conflict(cluster: TablesCluster) -> No
 
 def test_a_lookup_in_an_index_not_available_is_typed(cluster: TablesCluster) -> None:
     c = cluster
-    upsert(c, "n1", (1, 5, "x"))
+    upsert_ab(c, "n1", (1, 5, "x"))
     sink = c.rt.spawn(collector, node="ctl")
     c.rt.arm_failpoint_everywhere(BEFORE_AVAILABLE, "pause", notify=sink, tag="held")
     c.create_index("T_a", "T", ["a"])
@@ -125,7 +107,7 @@ def test_a_lookup_in_an_index_not_available_is_typed(cluster: TablesCluster) -> 
 
 def test_bad_lookups_in_a_transaction_are_typed(cluster: TablesCluster) -> None:
     c = cluster
-    upsert(c, "n1", (1, 5, "x"))
+    upsert_ab(c, "n1", (1, 5, "x"))
     c.create_index("T_a", "T", ["a"])
     c.wait_index_available("T_a")
     tx = c.begin("n1")
