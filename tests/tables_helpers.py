@@ -7,9 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.tables.cluster import TablesCluster, Transaction
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
 from sediment.actors.tables.node_protocol import TxAlive
@@ -103,4 +107,36 @@ def assert_checks_pass(c: TablesCluster) -> None:
         assert result.ok, result.report()
 
 
-__all__ = ["COLUMNS", "Workload", "assert_checks_pass", "seeds", "setup"]
+# ---- a small cluster for index tests ------------------------------------------------
+
+INDEX_LWM = LowWatermarkConfig(data_availability_ms=30_000, update_interval_ms=300,
+                               max_clock_skew_ms=10)
+AB_COLUMNS: list[tuple[str, ...]] = [("k", "int", False), ("a", "int"), ("b", "str")]
+
+
+@contextlib.contextmanager
+def sim_tables(tmp_path: Path, seed: int, columns: Sequence[Sequence[Any]] = AB_COLUMNS,
+               ) -> Iterator[TablesCluster]:
+    """Three nodes on sim; zone Z (4 partitions, 2 replicas) and its table T."""
+    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=seed,
+                             lwm=INDEX_LWM) as c:
+        c.create_zone("Z", partitions=4, replicas=2)
+        c.create_table("T", "Z", columns, ["k"])
+        yield c
+
+
+def upsert_ab(c: TablesCluster, node: str, *rows: tuple[int, int | None, str | None]) -> None:
+    """Commit rows (k, a, b) of T in one transaction."""
+    tx = c.begin(node)
+    for k, a, b in rows:
+        tx.insert("T", {"k": k, "a": a, "b": b})
+    assert tx.commit()
+
+
+def ks(rows: list[dict[str, Any]]) -> list[int]:
+    """The rows' keys, in the order given."""
+    return [r["k"] for r in rows]
+
+
+__all__ = ["AB_COLUMNS", "COLUMNS", "INDEX_LWM", "Workload", "assert_checks_pass", "ks",
+           "seeds", "setup", "sim_tables", "upsert_ab"]

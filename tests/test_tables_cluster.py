@@ -78,6 +78,23 @@ def test_a_transaction_across_partitions_commits_whole(cluster: TablesCluster) -
     checks_pass(c)
 
 
+def test_a_one_partition_transaction_ends_with_its_finish(cluster: TablesCluster) -> None:
+    """Its finish cleans its intents up in the same entry: the coordinator forgets it
+    as soon as the client hears the outcome, and a writer of the row meets no intent."""
+    c = cluster
+    for v, node in (("a", "n1"), ("b", "n2"), ("c", "n3")):
+        tx = c.begin(node)
+        tx.insert("T", {"k": 1, "v": v})
+        assert tx.commit()
+        assert c.node_status(node)["active_txs"] == 0  # no cleanup to wait for
+    tx = c.begin("n1")
+    tx.insert("T", {"k": 1, "v": "d"})
+    tx.rollback()
+    assert c.node_status("n1")["active_txs"] == 0
+    assert c.get("T", (1,)) == {"k": 1, "v": "c"}
+    checks_pass(c)
+
+
 def test_a_write_conflict_aborts_the_later_transaction(cluster: TablesCluster) -> None:
     c = cluster
     first, second = c.begin("n1"), c.begin("n2")

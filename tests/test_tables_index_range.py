@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tables_helpers import ks, sim_tables, upsert_ab
 
 from sediment.actors.catalog.descriptors import (
     Catalog,
@@ -22,7 +23,6 @@ from sediment.actors.catalog.descriptors import (
 )
 from sediment.actors.catalog.errors import IndexNotFound, InvalidCommand
 from sediment.actors.catalog.hlc import hts
-from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.tables import index_entries as ie
 from sediment.actors.tables import index_range as ir
 from sediment.actors.tables.cluster import TablesCluster
@@ -68,39 +68,21 @@ def test_candidates_and_index_order() -> None:
 
 # ---- on sim -------------------------------------------------------------------------
 
-LWM = LowWatermarkConfig(data_availability_ms=30_000, update_interval_ms=300,
-                         max_clock_skew_ms=10)
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[TablesCluster]:
-    with TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=5,
-                             lwm=LWM) as c:
-        c.create_zone("Z", partitions=4, replicas=2)
-        c.create_table("T", "Z", [("k", "int", False), ("a", "int"), ("b", "str")], ["k"])
+    with sim_tables(tmp_path, seed=5) as c:
         yield c
-
-
-def upsert(c: TablesCluster, node: str, *rows: tuple[int, int | None, str | None]) -> None:
-    tx = c.begin(node)
-    for k, a, b in rows:
-        tx.insert("T", {"k": k, "a": a, "b": b})
-    assert tx.commit()
-
-
-def ks(rows: list[dict[str, Any]]) -> list[int]:
-    return [r["k"] for r in rows]  # in the order given: index order
 
 
 def test_range_and_prefix_lookups_in_index_order_at_every_timestamp(
         cluster: TablesCluster) -> None:
     c = cluster
-    upsert(c, "n1", (1, 3, "x"), (2, 5, "y"), (3, 5, "a"), (4, 8, "z"), (5, None, "n"))
+    upsert_ab(c, "n1", (1, 3, "x"), (2, 5, "y"), (3, 5, "a"), (4, 8, "z"), (5, None, "n"))
     c.create_index("T_ab", "T", ["a", "b"])
     c.wait_index_available("T_ab")
     before = c.read("n1", RoGet("T", (1,)))[1]  # a read's timestamp
-    upsert(c, "n2", (6, 5, "b"), (1, 6, "x"))  # a new row, and row 1 moves 3 -> 6
-    upsert(c, "n3", (4, None, None))  # row 4 leaves the range
+    upsert_ab(c, "n2", (6, 5, "b"), (1, 6, "x"))  # a new row, and row 1 moves 3 -> 6
+    upsert_ab(c, "n3", (4, None, None))  # row 4 leaves the range
     for node in c.nodes:
         assert ks(c.prefix_lookup("T_ab", [5], node=node)) == [3, 6, 2]  # by b
         assert ks(c.range_lookup("T_ab", [3], [7], upper_inclusive=False,
@@ -122,7 +104,7 @@ def test_range_and_prefix_lookups_in_index_order_at_every_timestamp(
 
 def test_bad_range_lookups_are_typed(cluster: TablesCluster) -> None:
     c = cluster
-    upsert(c, "n1", (1, 3, "x"))
+    upsert_ab(c, "n1", (1, 3, "x"))
     with pytest.raises(IndexNotFound):
         c.range_lookup("nope", [1])
     c.create_index("T_ab", "T", ["a", "b"])

@@ -11,7 +11,7 @@ from sediment.actors.catalog import catalog_log, ddl
 from sediment.actors.catalog.descriptors import Catalog, Column, ZonePartition
 from sediment.actors.catalog.errors import TableNotFound
 from sediment.actors.catalog.hlc import hts
-from sediment.actors.tables import partition, tx_state
+from sediment.actors.tables import mvcc, partition, tx_state
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import InvalidRow, TableDropped, TxNotActive, WriteConflict
 from sediment.actors.tables.partition import FinishTxCmd, Ok, PartitionState, WriteIntentCmd
@@ -112,6 +112,54 @@ def test_commit_is_two_phase() -> None:
     assert tx.phase is Phase.COMMITTED
     assert {e.group for e in effects if isinstance(e, SendCleanup)} == groups
     assert effects[-1] == TxEnded("tx1", True, C, None)
+
+
+def test_a_one_partition_transaction_finishes_and_cleans_up_in_one_entry() -> None:
+    tx, w1 = write(begun(), 1)
+    g = w1.group
+    same = next(k for k in range(2, 40) if write(begun(), k)[1].group == g)
+    other = next(k for k in range(2, 40) if write(begun(), k)[1].group != g)
+    tx, _ = write(tx, same)
+    assert txn.one_partition(tx)
+    tx, _ = txn.on_write_result(tx, None)
+    tx, _ = txn.on_write_result(tx, None)
+    for commit in (True, False):
+        t, effects = txn.commit(tx, C, catalog()) if commit else txn.rollback(tx)
+        ts = C if commit else None
+        assert effects == [SendFinish(g, FinishTxCmd("tx1", commit, ts, frozenset({g}), 1,
+                                                     cleanup=True))]
+        _, outcome = tx_state.finish(None, commit, ts, frozenset({g}))
+        t, effects = txn.on_finish_result(t, outcome)
+        assert effects == [TxEnded("tx1", commit, ts, None)]  # nothing left to clean up
+    tx, _ = write(tx, other)  # a second partition: two-phase again
+    assert not txn.one_partition(tx)
+
+
+def test_a_finish_that_cleans_up_follows_the_record() -> None:
+    """`FinishTxCmd(cleanup=True)`: the intents become versions at the commit time, or
+    vanish on an abort, or on a commit that a recovery aborted first; others' stay."""
+    def state() -> PartitionState:
+        s = partition.initial(G0)
+        for i, (tx, k) in enumerate((("tx1", 1), ("tx1", 2), ("tx2", 3)), start=1):
+            s, result = partition.apply(s, i, WriteIntentCmd(tx, 1, (k,), {"k": k}, 1, 1, T,
+                                                             G0))
+            assert result == Ok()
+        return s
+    finish = FinishTxCmd("tx1", True, C, frozenset({G0}), 1, cleanup=True)
+    s, outcome = partition.apply(state(), 4, finish)
+    assert isinstance(outcome, tx_state.FinishOutcome) and outcome.as_requested
+    assert set(s.rows.intents) == {(1, (3,))}
+    assert mvcc.read_at(s.rows, (1, (2,)), C) == {"k": 2}
+    assert mvcc.read_at(s.rows, (1, (2,)), T) is None
+    s, _ = partition.apply(state(), 4, FinishTxCmd("tx1", False, None, frozenset({G0}), 1,
+                                                   cleanup=True))
+    assert set(s.rows.intents) == {(1, (3,))} and not s.rows.versions
+    s, _ = partition.apply(state(), 4, partition.RecoverTxCmd("tx1"))
+    s, outcome = partition.apply(s, 5, finish)
+    assert isinstance(outcome, tx_state.FinishOutcome) and not outcome.as_requested
+    assert set(s.rows.intents) == {(1, (3,))} and not s.rows.versions
+    s, _ = partition.apply(s, 6, partition.CleanupCmd("tx1", None, 1))  # a late one: no-op
+    assert set(s.rows.intents) == {(1, (3,))}
 
 
 def test_a_conflict_turns_the_commit_into_an_abort() -> None:

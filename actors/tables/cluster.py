@@ -56,7 +56,7 @@ from sediment.actors.log.shell.while_leading import LeaderChild
 from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables import unique_build
 from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
-from sediment.actors.tables.index_range import IndexRange
+from sediment.actors.tables.index_range import between
 from sediment.actors.tables.names import (
     COORDINATOR,
     INDEX_DRIVER,
@@ -388,9 +388,7 @@ class TablesCluster:
                      node: str | None = None) -> list[dict[str, Any]]:
         """A read-only range lookup at `ts` (default: now), rows in index order; each
         bound a prefix of the index's columns (`index_range.py`; None: unbounded)."""
-        rng = IndexRange(None if lower is None else tuple(lower),
-                         None if upper is None else tuple(upper), lower_inclusive,
-                         upper_inclusive)
+        rng = between(lower, upper, lower_inclusive, upper_inclusive)
         rows = self._index_read(index, p.RoRange(index, rng, ts), node)
         return [row for _, row in rows]
 

@@ -18,13 +18,17 @@ class InvalidRow(TableError):
 
 class WriteConflict(TableError):
     """Another transaction's intent is on the key, or a newer committed version exists
-    (no-wait: the later transaction aborts rather than waiting)."""
+    (no-wait: the later transaction aborts rather than waiting). `intent_key`: the
+    (table id, key) of the intent met, if it was one (its transaction's outcome may be
+    decidable: `intent_resolver.py`)."""
 
-    def __init__(self, tx_id: str, key: str, holder: str) -> None:
+    def __init__(self, tx_id: str, key: str, holder: str,
+                 intent_key: tuple[object, ...] | None = None) -> None:
         super().__init__(f"transaction {tx_id} conflicts on {key} with {holder}")
         self.tx_id = tx_id
         self.key = key
         self.holder = holder
+        self.intent_key = intent_key
 
 
 class TxNotActive(TableError):

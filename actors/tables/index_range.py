@@ -45,6 +45,14 @@ class IndexRange:
     upper_inclusive: bool = True
 
 
+def between(lower: Sequence[Any] | None, upper: Sequence[Any] | None,
+            lower_inclusive: bool = True, upper_inclusive: bool = True) -> IndexRange:
+    """The range of a lookup call's arguments (sequences as tuples; None: unbounded)."""
+    return IndexRange(None if lower is None else tuple(lower),
+                      None if upper is None else tuple(upper), lower_inclusive,
+                      upper_inclusive)
+
+
 def exactly(prefix: Sequence[Any]) -> IndexRange:
     """The rows whose first len(prefix) index values equal `prefix`."""
     return IndexRange(tuple(prefix), tuple(prefix), True, True)
@@ -136,5 +144,5 @@ def plan(cat: Catalog, index_name: Any, rng: Any) -> tuple[IndexRangeLookup, str
     return IndexRangeLookup(index.id, table.id, index.columns, checked), table.name
 
 
-__all__ = ["IndexRange", "IndexRangeLookup", "candidates", "exactly", "in_index_order",
+__all__ = ["IndexRange", "IndexRangeLookup", "between", "candidates", "exactly", "in_index_order",
            "in_range", "order_key", "plan"]

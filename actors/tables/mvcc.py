@@ -71,7 +71,7 @@ def write_intent(rows: PartitionRows, key: RowKey, intent: WriteIntent) -> Parti
     """Put (or replace) the transaction's intent on the key."""
     held = rows.intents.get(key)
     if held is not None and held.tx_id != intent.tx_id:
-        raise WriteConflict(intent.tx_id, _describe(key), held.tx_id)
+        raise WriteConflict(intent.tx_id, _describe(key), held.tx_id, key)
     committed = rows.versions.get(key, ())
     if committed and committed[-1].commit_ts > intent.begin_ts:
         raise WriteConflict(intent.tx_id, _describe(key), committed[-1].tx_id)
@@ -131,7 +131,7 @@ def read_latest(rows: PartitionRows, key: RowKey, tx_id: str) -> Row:
     intent = rows.intents.get(key)
     if intent is not None:
         if intent.tx_id != tx_id:
-            raise WriteConflict(tx_id, _describe(key), intent.tx_id)
+            raise WriteConflict(tx_id, _describe(key), intent.tx_id, key)
         return intent.row
     committed = rows.versions.get(key, ())
     return committed[-1].row if committed else None
@@ -161,7 +161,8 @@ def gc(rows: PartitionRows, lwm: HybridTimestamp) -> tuple[PartitionRows, int]:
 
 
 def drop_table(rows: PartitionRows, table_id: int) -> PartitionRows:
-    """A dropped table's rows go once the low watermark passes the drop."""
+    """A dropped table's rows (or a dropped unique index's claim rows, keyed by its id
+    alike) go once the low watermark passes the drop."""
     return PartitionRows({k: v for k, v in rows.versions.items() if k[0] != table_id},
                          {k: v for k, v in rows.intents.items() if k[0] != table_id})
 

@@ -6,6 +6,7 @@ subscribers and proposing `GcCmd` to the partitions it leads."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from sediment.actors.catalog import catalog_log, compaction_participant
@@ -99,21 +100,26 @@ async def lwm_event(s: NodeState, event: lw.Event) -> None:
 async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
     """On a new low watermark, propose `GcCmd` to the partitions this node leads: row
     versions no read at or above the watermark can see go, and so do the rows of tables
-    dropped at or before it (those the retained catalog versions still name)."""
+    and the claim rows and entries of indexes dropped at or before it (those the
+    retained catalog versions still name; a table's indexes go with it)."""
     try:
         log_now = await catalog_log_now(s)
         at_lwm = catalog_log.catalog_at(log_now, max(lwm, log_now.snapshot.activation))
     except CatalogError:
         return
-    known = {t for v in range(log_now.earliest_version, log_now.latest_version + 1)
-             for t in catalog_log.catalog(log_now, v).tables}
-    dropped = frozenset(t for t in known
-                        if t not in at_lwm.tables and t < at_lwm.object_id_gen)
+    retained = [catalog_log.catalog(log_now, v)
+                for v in range(log_now.earliest_version, log_now.latest_version + 1)]
+
+    def dropped(now: Mapping[int, object], ids: Iterable[int]) -> frozenset[int]:
+        return frozenset(i for i in ids if i not in now and i < at_lwm.object_id_gen)
+
+    command = GcCmd(lwm, dropped(at_lwm.tables, {t for c in retained for t in c.tables}),
+                    dropped(at_lwm.indexes, {i for c in retained for i in c.indexes}))
     for group in sorted(s.collector.times, key=str):
         nodes = tuple(sorted(s.assignments.get(group, ())))
         if nodes and await leads(s, partition_group(group)):
             await spawn_task(s.ctx, partition_group(group), nodes,
-                             (Propose(GcCmd(lwm, dropped)),), s.next_tag(("gc", group)))
+                             (Propose(command),), s.next_tag(("gc", group)))
 
 
 __all__ = ["LwmTick", "lwm_event", "min_times", "prepare_tx_time"]

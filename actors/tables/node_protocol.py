@@ -9,8 +9,9 @@ Calls (`ctx.call(table_node_name(node), request)`):
 - `Begin()` -> `Began(tx_id, ts, version)`: a read-write transaction this node runs.
 - `Write(tx, table, row)`, `Delete(tx, table, key)` -> `Written()` once the intent is
   applied.
-- `Get(tx, table, key)`, `Scan(tx, table)` -> `Rows(rows, None)`: inside the
-  transaction.
+- `Get(tx, table, key)`, `Scan(tx, table)`, `TxLookup(tx, index, values)`,
+  `TxRange(tx, index, bounds)` -> `Rows(rows, None)`: inside the transaction (its own
+  writes over the newest committed rows; another's intent is a `WriteConflict`).
 - `Commit(tx)`, `Rollback(tx)` -> `Ended(committed, commit_ts, failure)`.
 - `RoGet(table, key, ts)`, `RoScan(table, ts)`, `RoLookup(index, values, ts)` (the rows
   whose indexed columns equal `values`), `RoRange(index, bounds, ts)` (range and prefix
@@ -87,6 +88,26 @@ class Scan:
 
     tx: Any
     table: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TxLookup:
+    """Inside transaction `tx`: the rows whose columns of index `index` equal `values`
+    (its own uncommitted writes included)."""
+
+    tx: Any
+    index: Any
+    values: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TxRange:
+    """Inside transaction `tx`: a range lookup through index `index` (`index_range.py`),
+    rows in index order (its own uncommitted writes included)."""
+
+    tx: Any
+    index: Any
+    bounds: Any  # index_range.IndexRange
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +190,8 @@ class SubscribeLwm:
     pid: Pid
 
 
-ReadRequest = Get | Scan | RoGet | RoScan | RoLookup | RoRange
+ReadRequest = Get | Scan | TxLookup | TxRange | RoGet | RoScan | RoLookup | RoRange
+TxRead = Get | Scan | TxLookup | TxRange  # inside an RW transaction
 
 # -- replies ----------------------------------------------------------------------------
 
@@ -272,5 +294,5 @@ class MinTimesAsk:
 __all__ = ["Began", "Begin", "Clock", "ClockReading", "Commit", "Ddl", "DdlActive",
            "Delete", "Ended", "Failed", "Get", "LwmChanged", "LwmNow", "MinTimesAsk",
            "NotLeader", "ReadRequest", "RoGet", "RoLookup", "RoScan", "Rollback", "Rows",
-           "Scan", "SubscribeLwm", "TxAlive", "TxsFinished", "TxsFinishedAnswer", "Write",
-           "Written"]
+           "Scan", "SubscribeLwm", "TxAlive", "TxLookup", "TxRange", "TxRead", "TxsFinished",
+           "TxsFinishedAnswer", "Write", "Written"]

@@ -1,10 +1,13 @@
 """Reads of table rows, each in a process of its own that answers the client directly
 (the table node hands it the client's call and goes on serving).
 
-- Inside an RW transaction (`rw_read`): the partition leader's newest row, the
-  transaction's own intent over it; another transaction's intent is a `WriteConflict`
-  (no-wait, as writes). Linearizable: a ReadIndex at the leader.
-- Read-only at a timestamp (`ro_read`): first made safe (`node_safe_time.wait_safe`:
+- Inside an RW transaction (`_rw`): the partition leader's newest row, the
+  transaction's own intent over it. Another transaction's intent is resolved when its
+  outcome is decided or its coordinator is gone (as below), and the read tried again;
+  a live pending one is a `WriteConflict` (no-wait, as writes). Linearizable: a
+  ReadIndex at the leader. An index lookup in the transaction reads each candidate
+  key so.
+- Read-only at a timestamp (`_ro`): first made safe (`node_safe_time.wait_safe`:
   every node that may coordinate transactions heard from at or above `ts`), then the
   newest version committed at or before
   `ts`. An intent that may be older is resolved first, as Ignite's write intent
@@ -19,13 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import MAX, HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.actors.tables import named_pids, partition
-from sediment.actors.tables.errors import PartitionUnavailable
+from sediment.actors.tables.errors import PartitionUnavailable, WriteConflict
 from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.index_entries import values_of
 from sediment.actors.tables.index_range import IndexRangeLookup, in_index_order
@@ -108,7 +111,24 @@ async def _ask(ctx: Process, plan: ReadPlan, group: ZonePartition, request: Any)
     return result
 
 
+RW_RESOLVES = 16  # intents an RW read resolves before it gives up with the conflict
+
+
 async def _rw(ctx: Process, plan: ReadPlan, group: ZonePartition) -> list[tuple[Any, Any]]:
+    """Another transaction's intent met is resolved if its outcome is decided (or its
+    coordinator is gone), and the read tried again; a live pending one: `WriteConflict`."""
+    for _ in range(RW_RESOLVES):
+        try:
+            return await _rw_once(ctx, plan, group)
+        except WriteConflict as err:
+            if err.intent_key is None or not await resolve_intent_on(
+                    ctx, plan, group, cast(RowKey, err.intent_key)):
+                raise
+    return await _rw_once(ctx, plan, group)
+
+
+async def _rw_once(ctx: Process, plan: ReadPlan,
+                   group: ZonePartition) -> list[tuple[Any, Any]]:
     assert plan.tx_id is not None
     if plan.key is not None:
         key: RowKey = (plan.table_id, plan.key)
@@ -149,12 +169,16 @@ _WAIT = object()
 
 async def _lookup(ctx: Process, plan: ReadPlan, lookup: IndexLookup | IndexRangeLookup,
                   group: ZonePartition) -> list[tuple[Any, Any]]:
-    """The partition's candidate keys, each read at plan.ts as a read-only get (intents
-    resolved), kept when its row has the values."""
+    """The partition's candidate keys, each read as a get of the same kind (read-only at
+    plan.ts, intents resolved; or inside the transaction, its own intents over the
+    newest rows), kept when its row has the values then. The candidates include every
+    key with an intent that has them, so the transaction's own inserts and updates are
+    found; an entry of an old value finds the row's new one and drops it."""
     keys = await _ask(ctx, plan, group, ReadIndex(lookup))
+    read = _rw if plan.tx_id is not None else _ro
     out: list[tuple[Any, Any]] = []
     for key in keys:
-        for pk, row in await _ro(ctx, replace(plan, key=tuple(key), lookup=None), group):
+        for pk, row in await read(ctx, replace(plan, key=tuple(key), lookup=None), group):
             if isinstance(lookup, IndexRangeLookup):
                 keep = lookup.matches(row)
             else:
@@ -186,13 +210,15 @@ async def _resolve(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowK
 
 
 async def resolve_intent_on(ctx: Process, plan: ReadPlan, group: ZonePartition,
-                            key: RowKey) -> None:
+                            key: RowKey) -> bool:
     """Whatever intent is on `key` (a writer met it), resolved as a read resolves one:
-    a dead coordinator's transaction is recovered at its commit partition and its
-    intents in `group` cleaned up; a live one is left alone."""
+    a decided transaction's intent (or a dead coordinator's, recovered at its commit
+    partition) cleaned up in `group`. False: the holder is alive and pending."""
+    plan = replace(plan, ts=MAX)
     found = await _ask(ctx, plan, group, ReadIndex(ReadAt(key, MAX)))
     if isinstance(found, IntentFound):
-        await _resolve(ctx, plan, group, key, found)
+        return await _resolve(ctx, plan, group, key, found) is not _WAIT
+    return True
 
 
 def coordinator_of(tx_id: str) -> str:

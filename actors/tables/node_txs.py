@@ -8,6 +8,8 @@ its intent is applied (one write of a transaction in flight at a time: per-parti
 order needs nothing more, docs rule 2); a commit once the commit partition recorded the
 outcome. The node forgets a transaction (`active_txs.end`, which unpins its catalog
 version) only when the outcome is known and every cleanup applied (rule 3). A write
+refused on another transaction's intent is tried again once that intent is resolved,
+unless its holder is alive and pending (`intent_resolver.py`). A write
 that no partition member took in time fails the transaction (`PartitionUnavailable`);
 a finish or cleanup that did not get through is retried, a bounded number of times.
 """
@@ -21,10 +23,11 @@ from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose
-from sediment.actors.tables import active_txs, claim_resolver, partition
+from sediment.actors.tables import active_txs, intent_resolver, partition
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
 from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables.mvcc import RowKey
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.node_protocol import Began, Ended, Failed, Written
 from sediment.actors.tables.node_state import (
@@ -35,7 +38,7 @@ from sediment.actors.tables.node_state import (
     known_assignments,
 )
 from sediment.actors.tables.tx_state import FinishOutcome
-from sediment.actors.tables.unique_claims import UniqueClaimCmd
+from sediment.actors.tables.unique_claims import UniqueClaimCmd, claim_key
 from sediment.runtime.messages import CallRef
 
 _logger = log.get_logger("sediment.tables.txs")
@@ -130,8 +133,12 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
             error = PartitionUnavailable(f"write of {tx_id} to {e.group}: {done.error}")
         elif isinstance(result, partition.Failed):
             error = result.error
-            if isinstance(e.command, UniqueClaimCmd):  # a dead holder's claim: resolved
-                await claim_resolver.after_refused_claim(s, e.group, e.command, error)
+            if attempt == 0 and intent_resolver.met_intent(error):
+                # its holder may be decided or dead: resolved, then the write tried again
+                await intent_resolver.resolve_and_retry(
+                    s, e.group, _key_of(e.command), (Propose(e.command),),
+                    ("tx", tx_id, e, 1), result)
+                return
         tx.core, effects = txn.on_write_result(tx.core, error)
         if tx.core.phase is txn.Phase.ACTIVE:  # answered once the request's writes all were
             tx.ack_error = tx.ack_error or error
@@ -154,6 +161,12 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
         return
     tx.cleanups -= 1
     _maybe_forget(s, tx)
+
+
+def _key_of(command: partition.WriteIntentCmd | UniqueClaimCmd) -> RowKey:
+    if isinstance(command, UniqueClaimCmd):
+        return claim_key(command.index_id, command.values)
+    return (command.table_id, command.key)
 
 
 def _answer(s: NodeState, tx: NodeTx, reply: Written | Ended | Failed) -> None:

@@ -50,13 +50,16 @@ class WriteIntentCmd:
 
 @dataclass(frozen=True, slots=True)
 class FinishTxCmd:
-    """At the commit partition: record the coordinator's decision."""
+    """At the commit partition: record the coordinator's decision. `cleanup` (the
+    commit partition is the only one the transaction wrote to): in the same entry, its
+    intents here become versions or vanish as the record says (no `CleanupCmd`)."""
 
     tx_id: str
     commit: bool
     commit_ts: HybridTimestamp | None
     enlisted: frozenset[ZonePartition]
     catalog_version: int
+    cleanup: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +87,13 @@ class UpdateMinActiveTxTimeCmd:
 @dataclass(frozen=True, slots=True)
 class GcCmd:
     """Garbage-collect below the low watermark; `dropped_tables`: tables dropped at or
-    before it, whose rows all go."""
+    before it, whose rows all go; `dropped_indexes`: indexes dropped at or before it
+    (with their table or alone), whose claim rows (`unique_claims.py`), backfill and
+    maintained entries all go."""
 
     lwm: HybridTimestamp
     dropped_tables: frozenset[int] = frozenset()
+    dropped_indexes: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,16 +207,12 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
     if isinstance(cmd, FinishTxCmd):
         record, outcome = tx_state.finish(s.txs.get(cmd.tx_id), cmd.commit, cmd.commit_ts,
                                           cmd.enlisted)
-        return _versioned(replace(s, txs={**s.txs, cmd.tx_id: record}),
-                          cmd.catalog_version), outcome
+        s = replace(s, txs={**s.txs, cmd.tx_id: record})
+        if cmd.cleanup:  # as the record says, whatever was asked (a recovery may have won)
+            s = _finalize(s, cmd.tx_id, record.commit_ts)
+        return _versioned(s, cmd.catalog_version), outcome
     if isinstance(cmd, CleanupCmd):
-        written = [(k, s.rows.intents[k].row) for k in mvcc.intents_of(s.rows, cmd.tx_id)]
-        rows = mvcc.finalize(s.rows, cmd.tx_id, cmd.commit_ts)
-        maintained = s.maintained
-        if cmd.commit_ts is not None and written and maintained:
-            maintained = {i: index_entries.on_commit(m, written) for i, m in maintained.items()}
-        return _versioned(replace(s, rows=rows, maintained=maintained),
-                          cmd.catalog_version), Ok()
+        return _versioned(_finalize(s, cmd.tx_id, cmd.commit_ts), cmd.catalog_version), Ok()
     if isinstance(cmd, RecoverTxCmd):
         record = tx_state.recover(s.txs.get(cmd.tx_id))
         return replace(s, txs={**s.txs, cmd.tx_id: record}), record
@@ -218,12 +220,13 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
         return replace(s, min_tx=min_tx_time.apply_update(s.min_tx, index, cmd.ts)), Ok()
     if isinstance(cmd, GcCmd):
         rows = s.rows
-        for table_id in sorted(cmd.dropped_tables):
-            rows = mvcc.drop_table(rows, table_id)
+        for owner in sorted(cmd.dropped_tables | cmd.dropped_indexes):
+            rows = mvcc.drop_table(rows, owner)  # a table's rows, an index's claim rows
         rows, removed = mvcc.gc(rows, cmd.lwm)
         maintained = {i: index_entries.prune(m, rows) for i, m in s.maintained.items()
-                      if m.table_id not in cmd.dropped_tables}
-        return replace(s, rows=rows, maintained=maintained), Collected(removed)
+                      if m.table_id not in cmd.dropped_tables and i not in cmd.dropped_indexes}
+        indexes = {i: e for i, e in s.indexes.items() if i not in cmd.dropped_indexes}
+        return replace(s, rows=rows, maintained=maintained, indexes=indexes), Collected(removed)
     if isinstance(cmd, BuildIndexCmd):
         entries = tuple(index_build.index_entries(s.rows, cmd.table_id, cmd.columns, cmd.ts))
         indexes = {**s.indexes, cmd.index_id: (cmd.catalog_version, entries)}
@@ -234,6 +237,18 @@ def _apply(s: PartitionState, index: int, cmd: object) -> tuple[PartitionState, 
                            cmd.catalog_version),
                 IndexBuilt(cmd.index_id, cmd.catalog_version, len(entries)))
     raise InvalidCommand(type(cmd).__name__)
+
+
+def _finalize(s: PartitionState, tx_id: str,
+              commit_ts: HybridTimestamp | None) -> PartitionState:
+    """The transaction's intents here become versions at `commit_ts` (their index
+    entries maintained), or vanish (None: aborted)."""
+    written = [(k, s.rows.intents[k].row) for k in mvcc.intents_of(s.rows, tx_id)]
+    rows = mvcc.finalize(s.rows, tx_id, commit_ts)
+    maintained = s.maintained
+    if commit_ts is not None and written and maintained:
+        maintained = {i: index_entries.on_commit(m, written) for i, m in maintained.items()}
+    return replace(s, rows=rows, maintained=maintained)
 
 
 def _versioned(s: PartitionState, catalog_version: int) -> PartitionState:

@@ -167,7 +167,7 @@ async def _on_call(s: NodeState, call: Call) -> Any:
         return await unique_writes.write(s, call.from_, r.tx, r.table, r.key, True)
     if isinstance(r, p.Commit | p.Rollback):
         return await node_txs.commit(s, call.from_, r.tx, isinstance(r, p.Rollback))
-    if isinstance(r, p.Get | p.Scan | p.RoGet | p.RoScan | p.RoLookup | p.RoRange):
+    if isinstance(r, p.ReadRequest):
         return await _read(s, call, r)
     if isinstance(r, p.Ddl):
         return await _ddl(s, call, r.commands)
@@ -268,14 +268,12 @@ async def _ddl_done(s: NodeState, client: CallRef, done: TaskDone) -> None:
 async def _read(s: NodeState, call: Call, r: p.ReadRequest) -> Any:
     latest = await catalog_log_now(s)
     safe: nst.SafeRead | None = None
-    lookup: IndexLookup | index_range.IndexRangeLookup | None = None
-    if isinstance(r, p.Get | p.Scan):
+    if isinstance(r, p.TxRead):
         tx = s.txs.get(r.tx) if isinstance(r.tx, str) else None
         if tx is None:
             raise UnknownTransaction(str(r.tx))
         cat = await catalog_version(s, tx.core.catalog_version)
-        table_name, tx_id, ts = r.table, tx.core.id, None
-        key = r.key if isinstance(r, p.Get) else None
+        tx_id, ts = tx.core.id, None
     else:
         ts = r.ts if isinstance(r.ts, HybridTimestamp) else None
         if ts is None:  # now, a millisecond back; served once safe (rule 5)
@@ -287,13 +285,18 @@ async def _read(s: NodeState, call: Call, r: p.ReadRequest) -> Any:
                             s.config.max_safe_waits)
         cat = await catalog_at(s, ts)
         tx_id = None
-        key = r.key if isinstance(r, p.RoGet) else None
-        if isinstance(r, p.RoLookup):
-            lookup, table_name = _lookup(cat, r)
-        elif isinstance(r, p.RoRange):  # range and prefix lookups: index_range.py
-            lookup, table_name = index_range.plan(cat, r.index, r.bounds)
-        else:
-            table_name = r.table
+    key = r.key if isinstance(r, p.Get | p.RoGet) else None
+    lookup: IndexLookup | index_range.IndexRangeLookup | None = None
+    if isinstance(r, p.RoLookup | p.TxLookup):
+        lookup, table_name = _lookup(cat, r)
+    elif isinstance(r, p.RoRange | p.TxRange):  # range and prefix lookups: index_range.py
+        lookup, table_name = index_range.plan(cat, r.index, r.bounds)
+    else:
+        table_name = r.table
+    if isinstance(r, p.TxLookup | p.TxRange) and lookup is not None and catalog_log.catalog(
+            latest, latest.latest_version).index(lookup.index_id) is None:
+        # dropped since the transaction began: its entries may be collected already
+        raise IndexNotFound(str(r.index))
     table = cat.table_named(table_name)
     if table is None:
         raise TableNotFound(str(table_name))
@@ -313,10 +316,10 @@ async def _read(s: NodeState, call: Call, r: p.ReadRequest) -> Any:
     return None
 
 
-def _lookup(cat: Catalog, r: p.RoLookup) -> tuple[IndexLookup, str]:
+def _lookup(cat: Catalog, r: p.RoLookup | p.TxLookup) -> tuple[IndexLookup, str]:
     """The partitions' query of an index lookup, and its table."""
     if not isinstance(r.values, tuple):
-        raise InvalidCommand(f"an index lookup is (index, values tuple, ts): {repr(r)[:100]}")
+        raise InvalidCommand(f"an index lookup takes a tuple of values: {repr(r)[:100]}")
     index = cat.index_named(r.index) if isinstance(r.index, str) else None
     if index is None:
         raise IndexNotFound(str(r.index))

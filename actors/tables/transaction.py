@@ -3,11 +3,13 @@ step a call to the table node that coordinates it, recorded for the checkers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.tables import node_protocol as p
+from sediment.actors.tables.index_range import between
 
 if TYPE_CHECKING:
     from sediment.actors.tables.cluster import TablesCluster
@@ -41,6 +43,28 @@ class Transaction:
     def scan(self, table: str) -> list[dict[str, Any]]:
         rows, _ = self.cluster.read(self.node, p.Scan(self.id, table))
         return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+
+    def lookup(self, index: str, values: Sequence[Any]) -> list[dict[str, Any]]:
+        """The rows whose indexed columns equal `values` as this transaction sees them
+        (its own writes included), by primary key. `IndexNotAvailable` while the index
+        is not AVAILABLE in the transaction's catalog version; another transaction's
+        intent met is a `WriteConflict`."""
+        rows, _ = self.cluster.read(self.node, p.TxLookup(self.id, index, tuple(values)))
+        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+
+    def range_lookup(self, index: str, lower: Sequence[Any] | None = None,
+                     upper: Sequence[Any] | None = None, *, lower_inclusive: bool = True,
+                     upper_inclusive: bool = True) -> list[dict[str, Any]]:
+        """A range lookup as this transaction sees the rows, in index order (bounds as
+        `TablesCluster.range_lookup`)."""
+        rng = between(lower, upper, lower_inclusive, upper_inclusive)
+        rows, _ = self.cluster.read(self.node, p.TxRange(self.id, index, rng))
+        return [row for _, row in rows]
+
+    def prefix_lookup(self, index: str, prefix: Sequence[Any]) -> list[dict[str, Any]]:
+        """The rows whose first len(prefix) indexed columns equal `prefix`, in index
+        order, as this transaction sees them."""
+        return self.range_lookup(index, prefix, prefix)
 
     def commit(self) -> bool:
         """True if committed; False if it aborted (a failed write, a dropped table)."""

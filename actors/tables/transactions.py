@@ -14,6 +14,13 @@ written is the commit partition. Commit and abort are two-phase:
 3. on the recorded outcome, `SendCleanup` to every enlisted partition (intents become
    versions at the commit time, or vanish) and `TxEnded`.
 
+A transaction that wrote to one partition only (its commit partition) records the
+outcome and cleans its intents up in one entry there (`FinishTxCmd.cleanup`), so there
+is no cleanup to send: one raft entry less, and its intents are gone when the client
+hears the outcome. This is not Ignite's one-phase commit (the write and the commit in
+one entry): a commit stamped before its writes are in place would break the safe time
+of read-only reads (docs/catalog.md §9 "Finish and cleanup in one entry").
+
 If the coordinator dies anywhere in this, its intents stay until someone finds them and
 asks the commit partition (`tx_state.resolve`): the record there decides for everyone.
 Effects are executed by the shell in order; results come back as events.
@@ -223,14 +230,20 @@ def _maybe_finish(tx: RwTx) -> tuple[RwTx, list[Effect]]:
         return _ended(tx, tx.phase is Phase.COMMITTING, tx.commit_ts)
     commit = tx.phase is Phase.COMMITTING
     command = FinishTxCmd(tx.id, commit, tx.commit_ts if commit else None,
-                          frozenset(tx.enlisted), tx.catalog_version)
+                          frozenset(tx.enlisted), tx.catalog_version, one_partition(tx))
     return replace(tx, finish_sent=True), [SendFinish(tx.commit_partition, command)]
+
+
+def one_partition(tx: RwTx) -> bool:
+    """Whether the finish cleans up too: the commit partition is the only one written."""
+    return len(tx.enlisted) == 1
 
 
 def _ended(tx: RwTx, committed: bool,
            commit_ts: HybridTimestamp | None) -> tuple[RwTx, list[Effect]]:
+    cleaned = tx.finish_sent and one_partition(tx)  # by the finish entry itself
     effects: list[Effect] = [SendCleanup(g, CleanupCmd(tx.id, commit_ts, tx.catalog_version))
-                             for g in tx.enlisted]
+                             for g in tx.enlisted if not cleaned]
     effects.append(TxEnded(tx.id, committed, commit_ts, tx.failure))
     phase = Phase.COMMITTED if committed else Phase.ABORTED
     return replace(tx, phase=phase, commit_ts=commit_ts), effects
@@ -247,6 +260,7 @@ __all__ = [
     "begin",
     "commit",
     "delete",
+    "one_partition",
     "on_finish_result",
     "on_write_result",
     "rollback",

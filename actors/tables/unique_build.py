@@ -43,6 +43,10 @@ _logger = log.get_logger("sediment.tables.unique_build")
 KEEP = 64  # failed builds kept for `status`
 
 
+class CatalogNotActiveYet(Exception):
+    """The seeding transaction began before the index's catalog version was active."""
+
+
 @dataclass
 class UniqueBuilds:
     """What the driver remembers: the indexes seeded, and the failed builds."""
@@ -63,7 +67,8 @@ async def ready_to_build(ctx: Process, node: str, catalog: CatalogLog, index_id:
     if table is None:
         return False
     try:
-        error = await _seed(ctx, table_node_name(node), table.name, timeout)
+        error = await _seed(ctx, table_node_name(node), table.name, index.created_version,
+                            timeout)
     except CallError as err:
         _logger.info("unique index seeding interrupted", index=index.name, error=str(err)[:200])
         return False
@@ -82,13 +87,19 @@ async def ready_to_build(ctx: Process, node: str, catalog: CatalogLog, index_id:
     return False
 
 
-async def _seed(ctx: Process, table_node: str, table: str, timeout: float) -> Exception | None:
+async def _seed(ctx: Process, table_node: str, table: str, version: int,
+                timeout: float) -> Exception | None:
     """One RW transaction writing every row of `table` back; its error, None when it
-    committed."""
+    committed. It must begin under `version` (the index's) or later, or its writes
+    would claim nothing: the driver may see the index before that version is active
+    (`CatalogNotActiveYet`: the next look tries again)."""
     began = await named_pids.call(ctx, table_node, p.Begin(), timeout=timeout)
     if not isinstance(began, p.Began):
         return RuntimeError(repr(began)[:200])
     tx_id = began.tx_id
+    if began.version < version:
+        await named_pids.call(ctx, table_node, p.Rollback(tx_id), timeout=timeout)
+        return CatalogNotActiveYet(f"catalog version {version} not active at {began.ts}")
     error: Exception | None = None
     reply = await named_pids.call(ctx, table_node, p.Scan(tx_id, table), timeout=timeout)
     if isinstance(reply, p.Failed):

@@ -105,7 +105,7 @@ def apply_claim(rows: PartitionRows, cmd: UniqueClaimCmd) -> PartitionRows:
         if not cmd.release and held is not None and held != cmd.pk:
             raise UniqueConstraintViolation(cmd.index_name, cmd.values, cmd.pk, held,
                                             pending=True)
-        raise WriteConflict(cmd.tx_id, f"{cmd.index_name}{list(cmd.values)}", pending)
+        raise WriteConflict(cmd.tx_id, f"{cmd.index_name}{list(cmd.values)}", pending, key)
     row: Mapping[str, Any] | None
     if cmd.release:
         if held != cmd.pk:

@@ -3,7 +3,8 @@
 
 Such a write is two steps, so the node never waits on raft: a task reads the row's
 current value inside the transaction (`ReadLatest` by ReadIndex at the row's partition
-leader; another transaction's intent there is a `WriteConflict`), and on its answer
+leader; another transaction's intent there is resolved if it can be and the read tried
+once more, `intent_resolver.py`, else a `WriteConflict`), and on its answer
 the node sends the row's intent and the claims and releases it needs, all in parallel
 (`unique_check.write_with_claims`). The client is answered once every one of them was
 acknowledged, with the first error (`NodeTx.acks_due`, `node_txs.on_task`): a refused
@@ -14,15 +15,16 @@ so none of its writes, claims included, ever becomes visible.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.log.shell.protocol import ReadIndex
-from sediment.actors.tables import node_txs
+from sediment.actors.tables import intent_resolver, node_txs
 from sediment.actors.tables import transactions as txn
-from sediment.actors.tables.errors import PartitionUnavailable
+from sediment.actors.tables.errors import PartitionUnavailable, WriteConflict
 from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables.mvcc import RowKey
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.node_protocol import Failed
 from sediment.actors.tables.node_state import NodeState, NodeTx, catalog_version, known_assignments
@@ -58,7 +60,7 @@ async def _start(s: NodeState, tx: NodeTx, cat: Catalog, table: str, row: Any,
     await known_assignments(s, (write.group,))
     nodes = tuple(sorted(s.assignments.get(write.group, ())))
     tx.waiting = client
-    tag = s.next_tag((TAG, tx.core.id, table, row, delete))
+    tag = s.next_tag((TAG, tx.core.id, table, row, delete, write.group, 0))
     if not nodes:
         s.ctx.send(s.ctx.self(), TaskDone(tag, False, (), f"{write.group} has no assignment"))
         return
@@ -68,7 +70,7 @@ async def _start(s: NodeState, tx: NodeTx, cat: Catalog, table: str, row: Any,
 
 async def on_read(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
     """The row's current value came back: send the write and its claims."""
-    _, tx_id, table, row, delete = what
+    _, tx_id, table, row, delete, group, attempt = what
     tx = s.txs.get(tx_id)
     if tx is None or tx.waiting is None:
         return
@@ -78,6 +80,13 @@ async def on_read(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
         error = PartitionUnavailable(f"read before the write of {tx_id}: {done.error}")
     elif isinstance(result, CatalogError):
         error = result
+        if attempt == 0 and isinstance(result, WriteConflict) and result.intent_key:
+            # another transaction's intent on the row: resolved, then read again
+            key = cast(RowKey, result.intent_key)
+            await intent_resolver.resolve_and_retry(
+                s, group, key, (ReadIndex(ReadLatest(key, tx_id)),),
+                (TAG, tx_id, table, row, delete, group, 1), result)
+            return
     if error is None:
         try:
             cat = await catalog_version(s, tx.core.catalog_version)

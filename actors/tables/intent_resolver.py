@@ -1,0 +1,74 @@
+"""Write intent resolution on the write path (Ignite's write intent resolution, which
+every reader and writer that meets an intent runs, not only read-only reads).
+
+A write refused on another transaction's intent (a `WriteConflict` naming the intent's
+key, or a unique claim's `UniqueConstraintViolation(pending=True)`) may have met the
+intent of a transaction whose outcome is already decided: committed or aborted at its
+commit partition but not cleaned up yet, or never finished by a coordinator that died.
+So instead of failing at once, the writer's table node starts one resolver process: the
+intent's commit partition decides; with no record there, the coordinator is asked
+whether it still runs the transaction (`tx_alive`), and if not the resolver records the
+abort (`RecoverTxCmd`) and cleans the intent up (`node_reads.resolve_intent_on`). Then
+it sends the refused requests again, once, and their answer goes back to the node under
+the task tag the node gave it, as if the first try had answered it. Only a holder that
+is alive and pending makes the write fail (no-wait): the refusal goes back unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sediment import log
+from sediment.actors.catalog import catalog_log
+from sediment.actors.catalog.descriptors import ZonePartition
+from sediment.actors.catalog.hlc import MAX
+from sediment.actors.log.shell.names import RAFT_HOST
+from sediment.actors.log.shell.protocol import Propose, ReadIndex
+from sediment.actors.tables.errors import UniqueConstraintViolation, WriteConflict
+from sediment.actors.tables.group_task import TaskDone, group_task
+from sediment.actors.tables.mvcc import RowKey
+from sediment.actors.tables.names import partition_group
+from sediment.actors.tables.node_reads import ReadPlan, resolve_intent_on
+from sediment.actors.tables.node_state import NodeState, catalog_log_now
+from sediment.runtime.pid import Pid
+from sediment.runtime.process import Process
+
+_logger = log.get_logger("sediment.tables.intent_resolver")
+
+
+def met_intent(error: object) -> bool:
+    """Whether a refusal names another transaction's intent (which may be resolvable)."""
+    return (isinstance(error, WriteConflict) and error.intent_key is not None) or (
+        isinstance(error, UniqueConstraintViolation) and error.pending)
+
+
+async def resolve_and_retry(s: NodeState, group: ZonePartition, key: RowKey,
+                            requests: tuple[Propose | ReadIndex, ...], retry: Any,
+                            refused: Any) -> None:
+    """Resolve the intent on `key` in `group`, then send `requests` there again; the
+    node gets `TaskDone` under a tag for `retry` (what the task is for): the new answers,
+    or `refused` (the first answer) if the holder is alive and pending."""
+    latest = await catalog_log_now(s)  # a finder's cleanup carries the current version
+    plan = ReadPlan(key[0], (group,), dict(s.assignments), ts=MAX,
+                    catalog_version=catalog_log.active_version(latest, s.now()))
+    await s.ctx.spawn(_resolver, plan, group, key, requests, refused, s.ctx.self(),
+                      s.next_tag(retry), label="intent-resolver", host=RAFT_HOST)
+
+
+async def _resolver(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowKey,
+                    requests: tuple[Propose | ReadIndex, ...], refused: Any, reply_to: Pid,
+                    tag: int) -> None:
+    """Process entry."""
+    try:
+        resolved = await resolve_intent_on(ctx, plan, group, key)
+    except Exception as err:  # noqa: BLE001 (unresolved: the refusal stands)
+        _logger.info("intent not resolved", group=str(group), error=str(err)[:200])
+        resolved = False
+    if not resolved:
+        ctx.send(reply_to, TaskDone(tag, True, (refused,)))
+        return
+    nodes = tuple(sorted(plan.assignments.get(group, ())))
+    await group_task(ctx, partition_group(group), nodes, requests, reply_to, tag)
+
+
+__all__ = ["met_intent", "resolve_and_retry"]
