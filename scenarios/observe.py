@@ -80,15 +80,19 @@ def member(node: str, raft: Mapping[str, Any] | None,
 
 
 def describe(view: ClusterView) -> str:
-    """One line: each member's role, head, compact revision and floor."""
+    """One line: each member's role and leader, term, log positions, head, compact
+    revision and floor (everything the settle check compares, so a cluster that did not
+    settle shows why)."""
     parts = []
     for m in view.members:
         if not m.up:
             parts.append(f"{m.node} down")
             continue
         role = {"leader": "L", "follower": "F"}.get(m.role or "", "?")
-        parts.append(f"{m.node} {role} head {m.head} compact {m.compact_revision}"
-                     f"/{m.finished_compact_revision} floor {m.floor}")
+        kv = f"floor {m.floor}" if m.kv_up else "kv silent"
+        parts.append(f"{m.node} {role} (leader {m.leader} term {m.term}) commit {m.commit}"
+                     f" applied {m.applied} last {m.last_index} head {m.head} compact "
+                     f"{m.compact_revision}/{m.finished_compact_revision} {kv}")
     return ", ".join(parts)
 
 

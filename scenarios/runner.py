@@ -416,7 +416,8 @@ class _Run:
                     and all(m.commit == m.last_index for m in members)):
                 self.settled = True
                 return
-        self.settle_view = observe.describe(last) if last is not None else "no answer"
+        self.settle_view = (f"{observe.describe(last)} (sampled {last.t - healed:.0f} s "
+                            f"after healing)" if last is not None else "no sample after healing")
 
     def _collect_tier(self, final: processes.OpRecord | None) -> TierState | None:
         """The block tier after recovery (`tier_collect.py`), or None without one."""

@@ -41,7 +41,7 @@ from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation
 from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
 from sediment.actors.kv.machine import netsy
-from sediment.actors.kv.names import KV_GROUP, kv_node_name
+from sediment.actors.kv.names import KV_GROUP, WATCH_HOST, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
 from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.queries import HistoryEvents, HistoryRange
@@ -125,7 +125,8 @@ class Cluster:
         # node; the top supervisor on its node)
         top = top_node or names[0]
         rt.prepare_hosts(((n, h) for n in names
-                          for h in (RAFT_HOST, LOG_HOST, *([ETCD_HOST] if etcd else []))),
+                          for h in (RAFT_HOST, LOG_HOST, WATCH_HOST,
+                                    *([ETCD_HOST] if etcd else []))),
                          spares={n: 2 + (n == top) for n in {*names, top}})
         machine = netsy if limits == DEFAULT_LIMITS else functools.partial(netsy, limits=limits)
         spec = GroupSpec(KV_GROUP, names, data_dir, machine=machine, **group_options)
