@@ -2,9 +2,10 @@
 
 Subcommands: ``demo`` (`sediment/demo.py`), ``run`` (scenario files or directories,
 `sediment/sweep.py`), ``start`` and ``status`` (a local cluster,
-`sediment/local_cluster.py`), ``catalog status`` (`sediment/catalog_status.py`),
-``branches`` (repositories, branches and commits, `sediment/branches_cli.py`),
-``inspect`` (a node's SQLite files, `sediment/inspect_node.py`), ``version``. Every
+`sediment/local_cluster.py`), ``start --detach`` and ``stop`` (`sediment/detached.py`),
+``catalog status`` (`sediment/catalog_status.py`), ``branches`` (repositories, branches
+and commits, `sediment/branches_cli.py`), ``inspect`` (a node's SQLite files,
+`sediment/inspect_node.py`), ``version``. Every
 option's help shows its default.
 
 Logging: ``--log-level`` is what the console shows (default warning: a passing run
@@ -120,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ray: an embedded local Ray (or RAY_ADDRESS); sim: the simulator")
     start.add_argument("--compaction-interval", type=positive_seconds, default=60.0,
                        metavar="SECONDS", help="seconds between compaction cycles")
+    start.add_argument("--detach", action="store_true",
+                       help="run the cluster in the background and return once it is up "
+                            "(`sediment stop` ends it; its output goes to "
+                            "<data dir>/sediment-start.out)")
     start.add_argument("--for", dest="run_for", type=positive_seconds, default=None,
                        metavar="SECONDS",
                        help="stop after this long (default: run until Ctrl-C)")
@@ -144,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
                        default=300.0, metavar="SECONDS",
                        help="a branch's sensor-triggered compactions start at least this far "
                             "apart (default 300)")
+
+    stop = _sub(sub, "stop", "stop the cluster `sediment start` runs (a detached one too)")
+    stop.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
+                      help="the --data-dir the cluster was started with")
+    stop.add_argument("--wait", type=positive_seconds, default=60.0, metavar="SECONDS",
+                      help="how long to wait for it to exit")
 
     status = _sub(sub, "status", "show the cluster `sediment start` runs")
     status.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
@@ -275,7 +286,8 @@ def _unexpected(exc: Exception) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(words)
     if args.command != "demo" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
@@ -310,6 +322,17 @@ def _main(argv: Sequence[str] | None) -> int:
         from sediment import inspect_node
 
         return inspect_node.cmd_inspect(args)
+    if args.command == "start" and args.detach:
+        from pathlib import Path
+
+        from sediment import detached
+
+        return detached.start_detached([w for w in words if w != "--detach"],
+                                       Path(args.data_dir).resolve(), args.data_dir)
+    if args.command == "stop":
+        from sediment import detached
+
+        return detached.cmd_stop(args)
     if args.command in ("start", "status"):
         from sediment import local_cluster
 

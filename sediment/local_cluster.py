@@ -15,6 +15,7 @@ console keeps the command's own lines.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -81,9 +82,16 @@ def _stop_on_signals() -> threading.Event:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
+    from sediment.detached import refuse_second_start
+
     data_dir = Path(args.data_dir).resolve()
+    why = refuse_second_start(data_dir)
+    if why is not None:  # two starts on one data dir would share its SQLite files
+        print(f"sediment: {why}", file=sys.stderr)
+        return EXIT_USAGE
     data_dir.mkdir(parents=True, exist_ok=True)
     stop = _stop_on_signals()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: where it waits
     with log.file_sink(data_dir / LOG_FILE, capture_processes=True):
         return _start(args, data_dir, stop)
 
@@ -129,17 +137,7 @@ def _start(args: argparse.Namespace, data_dir: Path, stop: threading.Event) -> i
         metrics_view = _MetricsView(args.backend)
         state["metrics"] = metrics_view.read()
         _write_state(state_path, state)
-        print(f"cluster up: leader {state['leader']}; state file {state_path}")
-        for node, url in state["endpoints"].items():
-            print(f"  etcd {node}: {url}")
-        if state["endpoints"]:
-            urls = ",".join(state["endpoints"].values())
-            print(f"  try:     etcdctl --endpoints={urls} put greeting hello")
-        print(f"  status:  sediment status --data-dir {args.data_dir}")
-        print(f"  logs:    {state['log']}")
-        if state["ray_address"]:
-            print(f"  ray:     address {state['ray_address']} (namespace sediment)")
-        print("  stop:    Ctrl-C", flush=True)
+        print_up(state, state_path, args.data_dir, stop_hint="Ctrl-C")
         deadline = None if args.run_for is None else time.monotonic() + args.run_for
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             if args.backend == "sim":  # virtual time keeps pace with the wall clock
@@ -161,6 +159,23 @@ def _start(args: argparse.Namespace, data_dir: Path, stop: threading.Event) -> i
         rt.shutdown()
     print("stopped")
     return EXIT_OK
+
+
+def print_up(state: dict[str, Any], state_path: Path, data_dir_arg: str,
+             stop_hint: str) -> None:
+    """What a started cluster tells its user: the leader, every endpoint, where to look."""
+    print(f"cluster up: leader {state.get('leader')}; state file {state_path}")
+    endpoints = state.get("endpoints") or {}
+    for node, url in endpoints.items():
+        print(f"  etcd {node}: {url}")
+    if endpoints:
+        urls = ",".join(endpoints.values())
+        print(f"  try:     etcdctl --endpoints={urls} put greeting hello")
+    print(f"  status:  sediment status --data-dir {data_dir_arg}")
+    print(f"  logs:    {state.get('log')}")
+    if state.get("ray_address"):
+        print(f"  ray:     address {state['ray_address']} (namespace sediment)")
+    print(f"  stop:    {stop_hint}", flush=True)
 
 
 def _branch_services(args: argparse.Namespace, nodes: tuple[str, ...], data_dir: Path
@@ -243,7 +258,7 @@ def _ray_address() -> str | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -275,7 +290,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not isinstance(state, dict) or state.get("format") != 1:
         print(f"sediment: {path} is not a sediment cluster state file", file=sys.stderr)
         return EXIT_USAGE
-    running = bool(state.get("running")) and _alive(int(state.get("pid", 0)))
+    running = bool(state.get("running")) and alive(int(state.get("pid", 0)))
     if args.json:
         print(json.dumps({**state, "running": running}, indent=2))
         return EXIT_OK
@@ -302,4 +317,5 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if running else EXIT_DOWN
 
 
-__all__ = ["BLOCKS_DIR", "DEFAULT_DATA_DIR", "LOG_FILE", "STATE_FILE", "cmd_start", "cmd_status"]
+__all__ = ["BLOCKS_DIR", "DEFAULT_DATA_DIR", "LOG_FILE", "STATE_FILE", "alive", "cmd_start",
+           "cmd_status", "print_up"]

@@ -2,9 +2,9 @@
 reach the KV over the cluster's etcd endpoints and report deletes to its delete sensor
 (`actors/branches/shell/sensor_wire.py`), so the cluster's compactor compacts a branch
 after enough deletes while every read stays the same. The report's wire format is
-checked here without Ray; the end-to-end test runs `sediment start --backend ray` in a
-subprocess (on the session's Ray cluster) and every command as a separate `sediment`
-process."""
+checked here without Ray; the end-to-end test runs `sediment start --backend ray
+--detach` (on the session's Ray cluster), every command as a separate `sediment` process,
+and `sediment stop`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from sediment import cli
+from sediment import cli, detached
 from sediment.actors.branches.sensor import CountDelete
 from sediment.actors.branches.shell import sensor_wire as sw
 from sediment.local_cluster import STATE_FILE
@@ -86,59 +86,42 @@ def _env(ray_address: str | None = None) -> dict[str, str]:
     return env
 
 
-# `sediment start` with its threads' stacks dumped on SIGUSR1: a start that does not stop
-# on Ctrl-C shows where it waits (in its output) before it is killed
-START = ("import faulthandler, signal, sys; "
-         "faulthandler.register(signal.SIGUSR1, all_threads=True); "
-         "from sediment.cli import main; sys.exit(main(sys.argv[1:]))")
 STOP_WAIT = 60.0  # seconds a stopped `sediment start` may take to exit (it takes 1-4 s)
 
 
 @pytest.fixture
 def running(tmp_path: Path, ray_cluster: Any) -> Iterator[Path]:
-    """A `sediment start --backend ray` over a fresh data dir, on the session's Ray
-    cluster (as in the suite's Ray pass, where a bare `ray.init()` finds it anyway),
-    stopped with Ctrl-C after; one that does not exit within STOP_WAIT is killed, with
-    its stacks in a warning.
-    Its output goes to a file: a pipe nobody reads while the test runs could fill."""
+    """A `sediment start --backend ray --detach` over a fresh data dir, on the session's
+    Ray cluster (as in the suite's Ray pass, where a bare `ray.init()` finds it anyway):
+    the command returns once the cluster is up, and `sediment stop` ends it after. One
+    that does not exit within STOP_WAIT is killed, with its threads' stacks (SIGUSR1,
+    which `sediment start` answers) in a warning."""
     d = tmp_path / "cluster"
-    out_path = tmp_path / "start.out"
-    with out_path.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", START, "start", "--backend", "ray", "--data-dir", str(d),
-             "--etcd-port", "0", "--branch-delete-threshold", str(THRESHOLD),
-             "--branch-compaction-interval", "1"],
-            env=_env(ray_cluster.address), stdout=out, stderr=subprocess.STDOUT, text=True)
+    up = subprocess.run(
+        [sys.executable, "-m", "sediment", "start", "--backend", "ray", "--data-dir", str(d),
+         "--detach", "--etcd-port", "0", "--branch-delete-threshold", str(THRESHOLD),
+         "--branch-compaction-interval", "1"],
+        env=_env(ray_cluster.address), capture_output=True, text=True, timeout=START_WAIT)
+    assert up.returncode == 0, f"sediment start --detach: {up.stdout}{up.stderr}"
+    pid = int(json.loads((d / STATE_FILE).read_text())["pid"])
     stuck = None
     try:
-        deadline = time.monotonic() + START_WAIT
-        while True:
-            assert proc.poll() is None, f"sediment start ended: {out_path.read_text()}"
-            try:
-                state = json.loads((d / STATE_FILE).read_text())
-            except (OSError, ValueError):
-                state = {}
-            if state.get("endpoints"):
-                break
-            assert time.monotonic() < deadline, "sediment start did not come up"
-            time.sleep(0.5)
         yield d
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=STOP_WAIT)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGUSR1)  # the stacks, into its output
-                time.sleep(1)
-                proc.kill()
-                proc.wait()
-                stuck = out_path.read_text()[-20_000:]
-                _teardown_left_behind(d)
+        stop = subprocess.run(
+            [sys.executable, "-m", "sediment", "stop", "--data-dir", str(d), "--wait",
+             str(STOP_WAIT)], env=_env(), capture_output=True, text=True,
+            timeout=STOP_WAIT + 60)
+        if stop.returncode != 0 and detached.is_sediment(pid):
+            os.kill(pid, signal.SIGUSR1)  # the stacks, into its output
+            time.sleep(1)
+            os.kill(pid, signal.SIGKILL)
+            stuck = (d / detached.OUT_FILE).read_text()[-20_000:]
+            _teardown_left_behind(d)
     if stuck is not None:  # seen once in a full CI Ray pass, never alone: the stacks
         # say where; a warning, not a failure, until it is understood (this test is
         # about the branch commands; the CLI's own tests stop `sediment start`)
-        warnings.warn(f"sediment start did not exit {STOP_WAIT} s after Ctrl-C:\n{stuck}",
+        warnings.warn(f"sediment start did not exit {STOP_WAIT} s after SIGTERM:\n{stuck}",
                       stacklevel=1)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import sediment
-from sediment import cli
+from sediment import cli, detached
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -310,6 +310,49 @@ def test_start_stops_on_ctrl_c_and_sigterm_even_started_with_sigint_ignored(
     assert not json.loads((data / cli.STATE_FILE).read_text())["running"]
 
 
+@pytest.mark.slow
+def test_a_detached_start_returns_once_up_and_stop_ends_it(tmp_path: Path) -> None:
+    """`start --detach` leaves the cluster running in a process of its own and returns;
+    a second start on the same data dir is refused; `stop` ends it and is idempotent."""
+    data = tmp_path / "data"
+    up = run_cli("start", "--backend", "sim", "--data-dir", str(data), "--detach",
+                 "--compaction-interval", "0.5", timeout=300)
+    pid = 0
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "cluster up: leader n" in up.stdout
+        assert f"stop:    sediment stop --data-dir {data}" in up.stdout
+        state = json.loads((data / cli.STATE_FILE).read_text())
+        pid = state["pid"]
+        assert state["running"] and detached.is_sediment(pid)
+        status = run_cli("status", "--data-dir", str(data))
+        assert status.returncode == 0 and "running" in status.stdout, status.stdout
+        for extra in (["--detach"], []):  # two clusters on one data dir's files: refused
+            again = run_cli("start", "--backend", "sim", "--data-dir", str(data), *extra)
+            assert again.returncode == 2 and f"already runs in {data}" in again.stderr
+        stop = run_cli("stop", "--data-dir", str(data))
+        assert stop.returncode == 0 and stop.stdout.endswith("stopped\n"), stop.stdout
+        assert not detached.is_sediment(pid)
+    finally:
+        if pid and detached.is_sediment(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert not json.loads((data / cli.STATE_FILE).read_text())["running"]
+    assert run_cli("status", "--data-dir", str(data)).returncode == 1
+    again = run_cli("stop", "--data-dir", str(data))
+    assert again.returncode == 0 and "no cluster running" in again.stdout
+
+
+def test_a_detached_start_that_fails_says_why_and_stop_needs_a_cluster(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    bad = run_cli("start", "--data-dir", str(data), "--detach", "--tls-cert", "x.pem")
+    assert bad.returncode == 1
+    assert "exited (2) before its cluster was up" in bad.stderr
+    assert "--tls-cert and --tls-key go together" in bad.stderr
+    nothing = run_cli("stop", "--data-dir", str(tmp_path / "none"))
+    assert nothing.returncode == 2 and "no cluster state in" in nothing.stderr
+
+
 # ---- help, version, errors for people --------------------------------------------------
 
 
@@ -345,8 +388,8 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
         assert action.help, action.dest
 
 
-@pytest.mark.parametrize("command", ["", "run", "start", "status", "version", "demo",
-                                     "inspect"])
+@pytest.mark.parametrize("command", ["", "run", "start", "stop", "status", "version",
+                                     "demo", "inspect"])
 def test_help_shows_the_defaults(command: str) -> None:
     result = run(*([command] if command else []), "--help")
     assert result.returncode == 0, result.stderr
