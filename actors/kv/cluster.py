@@ -41,7 +41,7 @@ from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation
 from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
 from sediment.actors.kv.machine import netsy
-from sediment.actors.kv.names import KV_GROUP, WATCH_HOST, kv_node_name
+from sediment.actors.kv.names import KV_GROUP, KV_HOST, kv_node_name
 from sediment.actors.kv.node import KvNodeConfig, kv_node
 from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.queries import HistoryEvents, HistoryRange
@@ -120,14 +120,14 @@ class Cluster:
         if etcd is not None and (runtime.backend if runtime is not None else backend) != "ray":
             raise ValueError("the etcd API needs the ray backend (the simulator has no sockets)")
         rt = runtime or api.start(backend, nodes=names)
-        # the hosts the node trees will ask for, started at once: named ones, and on each
-        # node one for each process with an actor of its own (the segment writer, the KV
-        # node; the top supervisor on its node)
+        # the hosts the node trees will ask for, started at once: named ones (the KV node
+        # and its watcher sessions share KV_HOST), and on each node one for each process
+        # with an actor of its own (the segment writer; the top supervisor on its node)
         top = top_node or names[0]
         rt.prepare_hosts(((n, h) for n in names
-                          for h in (RAFT_HOST, LOG_HOST, WATCH_HOST,
+                          for h in (RAFT_HOST, LOG_HOST, KV_HOST,
                                     *([ETCD_HOST] if etcd else []))),
-                         spares={n: 2 + (n == top) for n in {*names, top}})
+                         spares={n: 1 + (n == top) for n in {*names, top}})
         machine = netsy if limits == DEFAULT_LIMITS else functools.partial(netsy, limits=limits)
         spec = GroupSpec(KV_GROUP, names, data_dir, machine=machine, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
@@ -223,7 +223,7 @@ def _children(node: str, spec: GroupSpec, config: KvNodeConfig,
     the block tier's processes."""
     groups = [spec] if tier is None else [spec, tier.spec]
     kv = ChildSpec("kv-node", (Spawn(kv_node, node=node, name=kv_node_name(node),
-                                     label=kv_node_name(node)), (config,)))
+                                     label=kv_node_name(node), host=KV_HOST), (config,)))
     server = [] if wire is None else [ChildSpec(
         "etcd", (Spawn(etcd_server, node=node, name=etcd_name(node), label=etcd_name(node),
                        host=ETCD_HOST), (wire,)))]

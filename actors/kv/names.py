@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 KV_GROUP = "kv"  # the raft group that replicates the KV
-WATCH_HOST = "watch"  # the named host of a node's watcher sessions (one actor for all of
-# them on Ray: a session per watch stream must not cost a worker process's boot)
+KV_HOST = "kv"  # the named host of a node's KV node and its watcher sessions: one actor on
+# Ray (a session per watch stream must not cost a worker process's boot, and the node's
+# fan-out of applied changes to its sessions stays in memory)
 
 
 def kv_node_name(node: str) -> str:
@@ -15,4 +16,4 @@ def coordinator_name(node: str) -> str:
     return f"kv-coordinator@{node}"
 
 
-__all__ = ["KV_GROUP", "WATCH_HOST", "coordinator_name", "kv_node_name"]
+__all__ = ["KV_GROUP", "KV_HOST", "coordinator_name", "kv_node_name"]

@@ -15,13 +15,12 @@ Admit(key, start), Status(), OpenWatcher() -> the pid of a new watcher process o
 node for one session. OpenWatcher(owner, token) ties the session to a client process (it
 ends when the owner does, as a stream ends with its connection) and makes the open
 idempotent: a retry with the same token after a lost reply gets the same session, so a
-slow reply never leaves a second session behind. Sessions run in the node's named host
-`WATCH_HOST` (one actor for all of them on Ray: a gRPC watch stream opens a session, and
-a session of its own actor cost a worker process's boot each, ~1 s of CPU; a client
-retrying its streams under load then spawned tens of them). The spawn runs beside the
-loop (the first one on Ray can wait for that host to boot): a node never stops answering
-its coordinator while a session starts; the new session is told what it missed
-meanwhile.
+slow reply never leaves a second session behind. Sessions run in the node's own named host
+`KV_HOST` (on Ray one actor holds the node and its sessions: a gRPC watch stream opens a
+session, and a session in an actor of its own cost a worker process's boot, ~1 s of CPU,
+per stream; a client retrying its streams under load then spawned tens of them). The
+spawn runs beside the loop: a node never stops answering its coordinator while a session
+starts; the new session is told what it missed meanwhile.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import promised_floor, reads
 from sediment.actors.kv.coordinator import coordinator
 from sediment.actors.kv.errors import ErrCompacted
-from sediment.actors.kv.names import KV_GROUP, WATCH_HOST, coordinator_name
+from sediment.actors.kv.names import KV_GROUP, KV_HOST, coordinator_name
 from sediment.actors.kv.node_protocol import (
     Admit,
     MinAnswer,
@@ -328,7 +327,7 @@ async def _spawn_session(node: _Node, key: Any, owner: Pid | None) -> None:
         await ctx.failpoint(BEFORE_WATCHER_SPAWN)
         pid = await ctx.spawn(watcher, ctx.self(), node.raft, applied, floor,
                               node.config.watcher_max_pending,
-                              node.config.progress_interval, owner, host=WATCH_HOST)
+                              node.config.progress_interval, owner, host=KV_HOST)
     except Exception as exc:  # noqa: BLE001 - the callers get the error, the node goes on
         if ctx.alive:
             ctx.send(ctx.self(), _Spawned(key, None, applied, compact_rev, repr(exc)[:200]))
