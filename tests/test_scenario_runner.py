@@ -188,7 +188,7 @@ def test_a_process_target_is_found_by_name_while_its_supervisor_is_busy(
     from sediment.supervision import requests
 
     cluster, rt = sim_cluster, sim_cluster.rt
-    top = rt.call(cluster.top, requests.which_children(), timeout=30)
+    top = rt.call(cluster.top, requests.WhichChildren(), timeout=30)
     supervisor = requests.child_pid(top, "node:n1")
     rt.suspend(supervisor)  # as busy as one restarting its node
     injector = nemesis.Injector(cluster, random.Random(0), dict)
@@ -212,7 +212,7 @@ def test_a_process_target_a_node_restart_is_starting_is_found_once_it_registers(
     from sediment.supervision import requests
 
     cluster, rt = sim_cluster, sim_cluster.rt
-    top = rt.call(cluster.top, requests.which_children(), timeout=30)
+    top = rt.call(cluster.top, requests.WhichChildren(), timeout=30)
     supervisor = requests.child_pid(top, "node:n1")
     rt.suspend(supervisor)  # busy restarting: it starts nothing and answers nothing
     rt.kill(rt.whereis(wal_name("n1")))

@@ -239,7 +239,7 @@ class NodeHandle:
     name: str
 
     def _supervisor(self) -> Pid | None:
-        children = self.cluster.rt.call(self.cluster.top, requests.which_children(),
+        children = self.cluster.rt.call(self.cluster.top, requests.WhichChildren(),
                                         timeout=CONTROL_TIMEOUT)
         return requests.child_pid(children, f"node:{self.name}")
 
@@ -247,7 +247,7 @@ class NodeHandle:
         sup = self._supervisor()
         if sup is None:
             return {}
-        children = self.cluster.rt.call(sup, requests.which_children(), timeout=CONTROL_TIMEOUT)
+        children = self.cluster.rt.call(sup, requests.WhichChildren(), timeout=CONTROL_TIMEOUT)
         return {c[0]: c[1] for c in children}
 
     def status(self) -> dict[str, Any] | None:
@@ -273,11 +273,11 @@ class NodeHandle:
 
     def stop(self) -> None:
         """Stop the node's tree cleanly (it stays down until `restart`)."""
-        self.cluster.rt.call(self.cluster.top, requests.terminate_child(f"node:{self.name}"),
+        self.cluster.rt.call(self.cluster.top, requests.TerminateChild(f"node:{self.name}"),
                              timeout=CONTROL_TIMEOUT)
 
     def restart(self) -> None:
-        self.cluster.rt.call(self.cluster.top, requests.restart_child(f"node:{self.name}"),
+        self.cluster.rt.call(self.cluster.top, requests.RestartChild(f"node:{self.name}"),
                              timeout=CONTROL_TIMEOUT)
 
 
