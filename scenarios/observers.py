@@ -28,6 +28,7 @@ from sediment.runtime.process import Process
 from sediment.scenarios import observe
 from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.processes import Entry, Missing
+from sediment.scenarios.run_protocol import Stop, StopTail
 
 STATUS_TIMEOUT = 1.0  # seconds for one status answer while probing
 TAIL_BATCH = 256  # entries per report of the log tail
@@ -68,14 +69,13 @@ class TailConfig:
 
 
 async def log_tail(ctx: Process, cfg: TailConfig) -> None:
-    """Process entry: report committed entries in order until ("stop", upto) and every
+    """Process entry: report committed entries in order until `StopTail(upto)` and every
     entry up to `upto` was reported."""
     next_index, stop_at = 1, None
     while True:
         try:
-            msg = await ctx.receive(lambda m: isinstance(m, tuple) and m[:1] == ("stop",),
-                                    timeout=0)
-            stop_at = int(msg[1])
+            msg = await ctx.receive(lambda m: isinstance(m, StopTail), timeout=0)
+            stop_at = msg.upto
         except ReceiveTimeout:
             pass
         if stop_at is not None and next_index > stop_at:
@@ -148,15 +148,15 @@ class MonitorConfig:
 
 
 async def monitor(ctx: Process, cfg: MonitorConfig) -> None:
-    """Process entry: a cluster sample every `interval` until ("stop",)."""
+    """Process entry: a cluster sample every `interval` until `Stop()`."""
     while True:
         ctx.send(cfg.recorder, rp.Sampled(await view(ctx, cfg.nodes)))
         try:
-            await ctx.receive(lambda m: m == ("stop",), timeout=cfg.interval)
+            await ctx.receive(lambda m: isinstance(m, Stop), timeout=cfg.interval)
             ctx.send(cfg.recorder, rp.Finished("monitor"))
             return
         except ReceiveTimeout:
             pass
 
 
-__all__ = ["MonitorConfig", "TailConfig", "log_tail", "monitor", "view"]
+__all__ = ["MonitorConfig", "Stop", "StopTail", "TailConfig", "log_tail", "monitor", "view"]
