@@ -21,6 +21,7 @@ from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
 from sediment.actors.log.shell.wal_server import ReadStored
+from sediment.actors.log.storage.records import Entry as StoredEntry
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
@@ -116,7 +117,7 @@ async def _read_entry(ctx: Process, index: int,
                                     timeout=STATUS_TIMEOUT)
         except CallError:
             continue
-        if stored is not None and not isinstance(stored, tuple):
+        if isinstance(stored, StoredEntry):
             return Entry(index, from_stored(stored).command, ctx.now())
     return Entry(index, await _revision_of(ctx, index, members), ctx.now())
 
@@ -134,9 +135,8 @@ async def _revision_of(ctx: Process, index: int,
                                    timeout=STATUS_TIMEOUT)
         except CallError:
             continue
-        found = reply[1] if isinstance(reply, tuple) and reply[:1] == ("ok",) else reply
-        if isinstance(found, list):
-            return Missing(found[0][0] if found else None, mapped=True)
+        if isinstance(reply, list):
+            return Missing(reply[0][0] if reply else None, mapped=True)
     return Missing()
 
 

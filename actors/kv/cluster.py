@@ -399,10 +399,9 @@ class Client:
             except CallError as err:
                 last = err
                 continue
-            result = reply[1] if isinstance(reply, tuple) and reply[0] == "ok" else reply
-            if isinstance(result, Exception):
-                raise result
-            return result
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
         raise last
 
     def get(self, key: bytes, revision: int = 0, serializable: bool = False) -> KeyValue | None:
