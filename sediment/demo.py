@@ -182,8 +182,9 @@ def supervision_demo(backend: str) -> int:
         wait_for_restart(rt, sup, "pool", Pid("-", "-"), t0, out, requests.CountChildren())
         out("\nsupervisor reports:")
         for report in rt.call(sink, "drain", timeout=30):
-            _, who, kind, data = report
-            out(f"  {who} {kind}: {data.get('id')!r} reason={data.get('reason')!r}")
+            data = report.data
+            out(f"  {report.supervisor} {report.kind}: {data.get('id')!r} "
+                f"reason={data.get('reason')!r}")
         out("\ntree after the faults:")
         out("\n".join(tree(rt, sup)))
     finally:
