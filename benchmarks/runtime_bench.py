@@ -227,7 +227,7 @@ def restart_latencies(rt: Any, restarts: int, spacing: float, name: str) -> list
                     pass
             time.sleep(0.002)
         samples.append(time.perf_counter() - t0)
-    rt.call(sup, requests.stop(), timeout=60)
+    rt.call(sup, requests.StopSupervisor(), timeout=60)
     return sorted(samples)
 
 

@@ -40,7 +40,12 @@ from sediment.actors.branches.shell.kv_process import ProcessKv
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.branches.shell.protocol import Compact, CompactFailed
-from sediment.actors.branches.shell.recorder import ProcessRecorder, collector
+from sediment.actors.branches.shell.recorder import (
+    CollectedEvents,
+    ProcessRecorder,
+    TakeEvents,
+    collector,
+)
 from sediment.actors.branches.shell.sensor import SensorProcessConfig, sensor_process
 from sediment.actors.branches.shell.service import FLAGS, ServicesConfig
 from sediment.actors.branches.tier import Tier, TierConfig
@@ -62,6 +67,15 @@ RULE = SplitRule(min_entries=2, max_entries=16, raggedness=4)  # small ranges: m
 SECOND_SENSOR, SECOND_COMPACTOR, SECOND_TOP = ("branches-sensor-2", "branches-compactor-2",
                                                "branches-2")
 SETUP_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class ClientOutcomes:
+    """A branches client's counts of outcomes ("put:ok", "commit:Conflict", ...), sent
+    to the history collector when the client ends."""
+
+    client: int
+    outcomes: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -189,7 +203,7 @@ async def branch_client(ctx: Process, cfg: ClientConfig) -> None:
             outcome = f"{op}:{type(err).__name__}"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     ctx.send(cfg.recorder, rp.Finished(client_name(cfg.client)))
-    ctx.send(st.collector, ("client_outcomes", cfg.client, outcomes))
+    ctx.send(st.collector, ClientOutcomes(cfg.client, outcomes))
 
 
 async def _one(ctx: Process, tier: Tier, cfg: ClientConfig, rng: random.Random, op: str,
@@ -233,19 +247,20 @@ def collect(rt: Any, started: Started, log: Sequence[KvEvent] | None = None,
             log_complete: bool = False) -> tuple[CheckResult, list[str]]:
     """The `branch_reads` check of the collected history (completed from the committed
     log's events, `log`, when given), and notes for the report."""
-    answer = rt.call(started.collector, ("events",), timeout=120)
-    collected, dropped = answer
+    answer = rt.call(started.collector, TakeEvents(), timeout=120)
+    if not isinstance(answer, CollectedEvents):
+        raise RuntimeError(f"the branch history collector answered {answer!r:.200}")
     events: list[Event] = []
     outcomes: dict[str, int] = {}
-    for ev in collected:
-        if isinstance(ev, tuple) and ev[:1] == ("client_outcomes",):
-            for k, v in ev[2].items():
+    for ev in answer.events:
+        if isinstance(ev, ClientOutcomes):
+            for k, v in ev.outcomes.items():
                 outcomes[k] = outcomes.get(k, 0) + v
         else:
             events.append(ev)
     notes = [f"branch clients: {_counts(outcomes)}"]
-    if dropped:
-        notes.append(f"branch history: {dropped} events dropped (collector full)")
+    if answer.dropped:
+        notes.append(f"branch history: {answer.dropped} events dropped (collector full)")
     for name in started.compactors:
         notes.append(f"{name}: {_status(rt, name, 'counts')}")
     for name in started.sensors:

@@ -22,6 +22,7 @@ from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.pid import Pid
 from sediment.scenarios import holds, nemesis, trigger_waiter
 from sediment.scenarios import recorder_protocol as rp
+from sediment.scenarios import run_protocol as rn
 from sediment.scenarios.history import FaultEvent
 from sediment.scenarios.schema import Fault
 from sediment.scenarios.schema_blocks import TIER_TRIGGERS
@@ -54,7 +55,8 @@ class FaultDriver:
         none leads (an election after a kill), for up to LEADER_WAIT."""
         assert self.waiter is not None
         try:
-            answer = self.rt.call(self.waiter, ("leader", self.nodes, LEADER_WAIT), timeout=30)
+            answer = self.rt.call(self.waiter, rn.FindLeader(self.nodes, LEADER_WAIT),
+                                  timeout=30)
         except RuntimeErrorBase:
             return None
         return answer if isinstance(answer, str) else None
@@ -139,17 +141,17 @@ class FaultDriver:
         deadline = self.t0 + end
         timeout = max(1.0, deadline - float(self.rt.now())) + 30.0
         hold = holds.hold_of(fault.when.trigger)
-        request: tuple[Any, ...]
+        request: rn.WaiterRequest
         if hold is not None:
             tag = f"fault-{i}"
             self.rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
                                              notify=self.waiter, tag=tag)
-            request = ("hold", tag, deadline)
+            request = rn.HoldMoment(tag, deadline)
         else:  # every KV moment has a breakpoint; a tier state is polled
             assert fault.when.trigger in TIER_TRIGGERS, fault.when.trigger
             target = getattr(fault.action, "target", None)  # on its node, if it names one
-            request = ("poll", (self.nodes, fault.when.trigger, deadline,
-                                self.trigger_interval, getattr(target, "node", None)))
+            request = rn.PollTier(self.nodes, fault.when.trigger, deadline,
+                                  self.trigger_interval, getattr(target, "node", None))
         moment = trigger_waiter.waiting(self.rt.call(self.waiter, request, timeout=timeout))
         if hold is not None and not moment.hit:  # missed: nothing may stay held
             self.rt.release_failpoint_everywhere(hold.point)

@@ -194,7 +194,7 @@ class Injector:
         return pid, where, None
 
     def _node_supervisor(self, node: str) -> Pid | None:
-        which = self.rt.call(self.cluster.top, requests.which_children(), timeout=30)
+        which = self.rt.call(self.cluster.top, requests.WhichChildren(), timeout=30)
         return requests.child_pid(which, f"node:{node}")
 
     def _children(self, node: str) -> dict[str, Pid | None]:
@@ -202,7 +202,7 @@ class Injector:
             sup = self._node_supervisor(node)
             if sup is None:
                 return {}
-            return {c[0]: c[1] for c in self.rt.call(sup, requests.which_children(), timeout=30)}
+            return {c[0]: c[1] for c in self.rt.call(sup, requests.WhichChildren(), timeout=30)}
         except RuntimeErrorBase:
             return {}
 
@@ -347,7 +347,7 @@ class Injector:
             sup = self._node_supervisor(node)
             if sup is not None:
                 for c in reversed(later):
-                    self.rt.call(sup, requests.terminate_child(c), timeout=30)
+                    self.rt.call(sup, requests.TerminateChild(c), timeout=30)
                 done.children_down.append((node, later))
                 detail["down"] = later
         return detail
@@ -360,7 +360,7 @@ class Injector:
         if sup is None:
             return
         for c in ids:
-            self.rt.call(sup, requests.restart_child(c), timeout=30)
+            self.rt.call(sup, requests.RestartChild(c), timeout=30)
         for d in self.done.values():
             d.children_down = [(n, x) for n, x in d.children_down if (n, x) != (node, ids)]
 

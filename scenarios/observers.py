@@ -21,6 +21,7 @@ from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import raft_name, wal_name
 from sediment.actors.log.shell.protocol import Found, Query, ReadEntry
 from sediment.actors.log.shell.wal_server import ReadStored
+from sediment.actors.log.storage.records import Entry as StoredEntry
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid
@@ -28,6 +29,7 @@ from sediment.runtime.process import Process
 from sediment.scenarios import observe
 from sediment.scenarios import recorder_protocol as rp
 from sediment.scenarios.processes import Entry, Missing
+from sediment.scenarios.run_protocol import Stop, StopTail
 
 STATUS_TIMEOUT = 1.0  # seconds for one status answer while probing
 TAIL_BATCH = 256  # entries per report of the log tail
@@ -68,14 +70,13 @@ class TailConfig:
 
 
 async def log_tail(ctx: Process, cfg: TailConfig) -> None:
-    """Process entry: report committed entries in order until ("stop", upto) and every
+    """Process entry: report committed entries in order until `StopTail(upto)` and every
     entry up to `upto` was reported."""
     next_index, stop_at = 1, None
     while True:
         try:
-            msg = await ctx.receive(lambda m: isinstance(m, tuple) and m[:1] == ("stop",),
-                                    timeout=0)
-            stop_at = int(msg[1])
+            msg = await ctx.receive(lambda m: isinstance(m, StopTail), timeout=0)
+            stop_at = msg.upto
         except ReceiveTimeout:
             pass
         if stop_at is not None and next_index > stop_at:
@@ -116,7 +117,7 @@ async def _read_entry(ctx: Process, index: int,
                                     timeout=STATUS_TIMEOUT)
         except CallError:
             continue
-        if stored is not None and not isinstance(stored, tuple):
+        if isinstance(stored, StoredEntry):
             return Entry(index, from_stored(stored).command, ctx.now())
     return Entry(index, await _revision_of(ctx, index, members), ctx.now())
 
@@ -134,9 +135,8 @@ async def _revision_of(ctx: Process, index: int,
                                    timeout=STATUS_TIMEOUT)
         except CallError:
             continue
-        found = reply[1] if isinstance(reply, tuple) and reply[:1] == ("ok",) else reply
-        if isinstance(found, list):
-            return Missing(found[0][0] if found else None, mapped=True)
+        if isinstance(reply, list):
+            return Missing(reply[0][0] if reply else None, mapped=True)
     return Missing()
 
 
@@ -148,15 +148,15 @@ class MonitorConfig:
 
 
 async def monitor(ctx: Process, cfg: MonitorConfig) -> None:
-    """Process entry: a cluster sample every `interval` until ("stop",)."""
+    """Process entry: a cluster sample every `interval` until `Stop()`."""
     while True:
         ctx.send(cfg.recorder, rp.Sampled(await view(ctx, cfg.nodes)))
         try:
-            await ctx.receive(lambda m: m == ("stop",), timeout=cfg.interval)
+            await ctx.receive(lambda m: isinstance(m, Stop), timeout=cfg.interval)
             ctx.send(cfg.recorder, rp.Finished("monitor"))
             return
         except ReceiveTimeout:
             pass
 
 
-__all__ = ["MonitorConfig", "TailConfig", "log_tail", "monitor", "view"]
+__all__ = ["MonitorConfig", "Stop", "StopTail", "TailConfig", "log_tail", "monitor", "view"]

@@ -351,15 +351,15 @@ class _Run:
         else:
             self.notes.append("the final read never succeeded")
         for pid in self.watchers:
-            self.rt.send(pid, ("finish", head))
+            self.rt.send(pid, watch_client.FinishWatch(head))
         self._wait_done([f"watcher-{i}" for i in self._watcher_ids()], t.drain_timeout)
         last = self._fresh_view()
         commit = max((m.commit for m in last.members if m.up), default=0) if last else 0
         assert self.tail is not None and self.monitor is not None
-        self.rt.send(self.tail, ("stop", commit))
+        self.rt.send(self.tail, observers.StopTail(commit))
         if self.waiter is not None:
-            self.rt.send(self.waiter, ("stop",))
-        self.rt.send(self.monitor, ("stop",))
+            self.rt.send(self.waiter, trigger_waiter.Stop())
+        self.rt.send(self.monitor, observers.Stop())
         self._wait_done(["tail", "monitor"], t.drain_timeout)
         self.timings["recover"] = time.monotonic() - began
         return final

@@ -2,7 +2,7 @@
 that, after the runner's Go and until the run's end, does RW transactions, read-only
 reads and DDL on the tables cluster's table nodes at its rate, and records each in a
 `tables/recorder.Recorder` of its own, which the tier asks for after the run
-(`("records",)`).
+(`TakeRecords()` -> `ClientRecords`).
 
 What it records is what it saw: a transaction's begin, its acknowledged writes, its
 outcome and commit time; a read's timestamp and answer; a DDL's version and
@@ -45,6 +45,19 @@ class ClientConfig:
     op_timeout: float
 
 
+@dataclass(frozen=True)
+class TakeRecords:
+    """A call to a finished client: its records (it ends after answering)."""
+
+
+@dataclass(frozen=True)
+class ClientRecords:
+    """What a client saw, and its counts of outcomes ("tx:ok", "ddl:CallTimeout", ...)."""
+
+    recorder: Recorder
+    outcomes: dict[str, int]
+
+
 def client_name(client: int) -> str:
     return f"tables-client-{client}"
 
@@ -79,10 +92,12 @@ async def tables_client(ctx: Process, cfg: ClientConfig) -> None:
             msg = await ctx.receive(lambda m: isinstance(m, Call), timeout=RECORDS_WAIT)
         except ReceiveTimeout:
             return
-        if msg.request == ("records",):
-            ctx.reply(msg.from_, (c.rec, dict(c.outcomes)))
-            return
-        ctx.reply(msg.from_, UnknownRequest.of(msg.request))
+        match msg.request:
+            case TakeRecords():
+                ctx.reply(msg.from_, ClientRecords(c.rec, dict(c.outcomes)))
+                return
+            case other:
+                ctx.reply(msg.from_, UnknownRequest.of(other))
 
 
 class _Client:
@@ -181,4 +196,4 @@ class _Client:
         raise _NoLeader("no table node took the DDL")
 
 
-__all__ = ["ClientConfig", "client_name", "tables_client"]
+__all__ = ["ClientConfig", "ClientRecords", "TakeRecords", "client_name", "tables_client"]

@@ -43,6 +43,7 @@ from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import META_GROUP
 from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
 from sediment.actors.tables.recorder import Recorder
+from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.failpoints import FailpointHit
 from sediment.runtime.pid import Pid
@@ -50,7 +51,13 @@ from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, co
 from sediment.scenarios.checkers.result import CheckResult, passed, violated
 from sediment.scenarios.processes import Go
 from sediment.scenarios.schema_tables import TablesEvent, TablesSpec
-from sediment.scenarios.tables_client import ClientConfig, client_name, tables_client
+from sediment.scenarios.tables_client import (
+    ClientConfig,
+    ClientRecords,
+    TakeRecords,
+    client_name,
+    tables_client,
+)
 
 _logger = log.get_logger("sediment.scenarios.tables_tier")
 
@@ -237,7 +244,7 @@ class TablesTier:
         """A pending event: its hit (kill_leader mid-compaction), or its end."""
         rt = self.rt
         if p.sink is not None:
-            hits = [m for m in rt.call(p.sink, "get", timeout=30)
+            hits = [m for m in rt.call(p.sink, SinkContents(), timeout=30)
                     if isinstance(m, FailpointHit)]
             if hits or t >= p.until:
                 node = hits[0].pid.node if hits else None
@@ -326,12 +333,15 @@ class TablesTier:
         client_outcomes: dict[str, int] = {}
         for i, pid in enumerate(self.clients):
             try:
-                rec, outcomes = self.rt.call(pid, ("records",), timeout=120)
+                answer = self.rt.call(pid, TakeRecords(), timeout=120)
             except RuntimeErrorBase as err:
                 self._error(t, f"{client_name(i)} gave no records: {type(err).__name__}")
                 continue
-            _merge(c.recorder, rec)
-            for k, v in outcomes.items():
+            if not isinstance(answer, ClientRecords):
+                self._error(t, f"{client_name(i)} answered {answer!r:.100}")
+                continue
+            _merge(c.recorder, answer.recorder)
+            for k, v in answer.outcomes.items():
                 client_outcomes[k] = client_outcomes.get(k, 0) + v
         with contextlib.suppress(*_ERRORS):
             c.wait_ready(timeout=60)
@@ -371,17 +381,26 @@ class TablesTier:
                       f"{len(self.spec.events)} events")
 
 
+@dataclass(frozen=True)
+class SinkContents:
+    """A call to a `_sink`: the list of what arrived so far."""
+
+
 async def _sink(ctx: Any) -> None:
-    """Keep what arrives; `"get"` answers the list so far."""
+    """Keep what arrives; `SinkContents()` answers the list so far."""
     from sediment.runtime.messages import Call
 
     got: list[Any] = []
     while True:
         msg = await ctx.receive()
-        if isinstance(msg, Call):
-            ctx.reply(msg.from_, list(got))
-        else:
+        if not isinstance(msg, Call):
             got.append(msg)
+            continue
+        match msg.request:
+            case SinkContents():
+                ctx.reply(msg.from_, list(got))
+            case other:
+                ctx.reply(msg.from_, UnknownRequest.of(other))
 
 
 def _merge(into: Recorder, rec: Recorder) -> None:
@@ -404,4 +423,4 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
-__all__ = ["TIER_CHECK", "TablesTier", "extra_nodes"]
+__all__ = ["TIER_CHECK", "SinkContents", "TablesTier", "extra_nodes"]

@@ -186,7 +186,7 @@ async def workers_holding(ctx: Process, nodes: tuple[str, ...]) -> list[str]:
     """'pid: job' for every compaction worker that holds a job now."""
     out = []
     for n in nodes:
-        children = await _call(ctx, worker_pool_name(n), requests.which_children())
+        children = await _call(ctx, worker_pool_name(n), requests.WhichChildren())
         for child in children if isinstance(children, list) else []:
             pid = child[1] if isinstance(child, tuple) and len(child) > 1 else None
             if not isinstance(pid, Pid):

@@ -4,19 +4,20 @@ A fault with `when: {trigger: ...}` waits until its protocol moment holds (or it
 deadline). Each wait used to be a process of its own; on Ray every process is a new
 actor, and a new actor took longer to start on a loaded machine than most protocol
 phases last, so faults missed their moments. This one process serves every wait, one at
-a time (all a run's nemesis asks for), and answers a `Moment`:
+a time (all a run's nemesis asks for), and answers a `Moment` (the requests are in
+`run_protocol.py`):
 
-- ("hold", tag, deadline): the moment's breakpoint (`holds.py`) was armed everywhere
+- `HoldMoment(tag, deadline)`: the moment's breakpoint (`holds.py`) was armed everywhere
   with this process as `notify` and `tag`; wait for the first `FailpointHit` of that
   tag. The process that reached it stays paused there until the runner releases it.
-- ("poll", args): poll the block tier for a moment that is a lasting state, not a step
+- `PollTier(...)`: poll the block tier for a moment that is a lasting state, not a step
   in code (`tier.wait_for_tier`: `flush_behind`).
-- ("leader", nodes, within) -> the KV leader, or None if none leads within `within`
+- `FindLeader(nodes, within)` -> the KV leader, or None if none leads within `within`
   seconds: what a fault's `leader` or `follower` target means when no wait just saw it
   (right after the leader was killed, the next one, not a node drawn at random that may
   be the restarting one). The members are asked at once with a short timeout; asked
   one by one from the driver, a member busy recovering held a fault back for seconds.
-- ("stop",) ends it.
+- `Stop()` ends it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 from sediment.scenarios import observers, tier
+from sediment.scenarios.run_protocol import FindLeader, HoldMoment, PollTier, Stop
 
 
 @dataclass(frozen=True)
@@ -49,20 +51,21 @@ async def trigger_waiter(ctx: Process) -> None:
     """Process entry: see the module doc."""
     while True:
         msg = await ctx.receive(lambda m: not isinstance(m, FailpointHit))
-        if msg == ("stop",):
+        if isinstance(msg, Stop):
             return
         if not isinstance(msg, Call):
             continue
-        request = msg.request
-        if isinstance(request, tuple) and len(request) == 2 and request[0] == "poll":
-            hit, t, seen, leader = await tier.wait_for_tier(ctx, *request[1])
-            ctx.reply(msg.from_, Moment(hit, t, seen, leader))
-        elif isinstance(request, tuple) and len(request) == 3 and request[0] == "hold":
-            ctx.reply(msg.from_, await _held(ctx, str(request[1]), float(request[2])))
-        elif isinstance(request, tuple) and len(request) == 3 and request[0] == "leader":
-            ctx.reply(msg.from_, await _leader(ctx, tuple(request[1]), float(request[2])))
-        else:
-            ctx.reply(msg.from_, UnknownRequest.of(request))
+        match msg.request:
+            case PollTier(nodes, trigger, deadline, interval, on):
+                hit, t, seen, leader = await tier.wait_for_tier(ctx, nodes, trigger, deadline,
+                                                                interval, on)
+                ctx.reply(msg.from_, Moment(hit, t, seen, leader))
+            case HoldMoment(tag, deadline):
+                ctx.reply(msg.from_, await _held(ctx, tag, deadline))
+            case FindLeader(nodes, within):
+                ctx.reply(msg.from_, await _leader(ctx, nodes, within))
+            case other:
+                ctx.reply(msg.from_, UnknownRequest.of(other))
 
 
 async def _held(ctx: Process, tag: str, deadline: float) -> Moment:
@@ -98,4 +101,5 @@ def waiting(answer: Any) -> Moment:
     return answer
 
 
-__all__ = ["Moment", "trigger_waiter", "waiting"]
+__all__ = ["FindLeader", "HoldMoment", "Moment", "PollTier", "Stop", "trigger_waiter",
+           "waiting"]

@@ -27,6 +27,7 @@ from sediment.scenarios.grpc_watch import GrpcWatchStream
 from sediment.scenarios.history import WatchLog, WatchResponse
 from sediment.scenarios.observers import STATUS_TIMEOUT
 from sediment.scenarios.processes import wait_for_go
+from sediment.scenarios.run_protocol import FinishWatch
 from sediment.scenarios.schema import WatcherSpec
 from sediment.scenarios.traffic import KEY_PREFIX, KEYSPACE_END
 
@@ -166,7 +167,7 @@ async def _resolve_start(ctx: Process, spec: WatcherSpec, node: str) -> int:
 
 
 async def watcher_client(ctx: Process, cfg: WatcherConfig) -> None:
-    """Process entry: see the module doc. Ends after the driver's ("finish", head) once
+    """Process entry: see the module doc. Ends after the driver's `FinishWatch(head)` once
     a progress notification at or above head arrived (or its polls ran out)."""
     w = _Watching(ctx, cfg)
     w.t0 = (await wait_for_go(ctx)).t0
@@ -186,20 +187,18 @@ async def watcher_client(ctx: Process, cfg: WatcherConfig) -> None:
 async def _sleep_watching(w: _Watching, seconds: float) -> None:
     """Sleep, but wake for the driver's finish message."""
     try:
-        msg = await w.ctx.receive(lambda m: isinstance(m, tuple) and m[:1] == ("finish",),
-                                  timeout=seconds)
-        w.finish_head = int(msg[1])
+        msg = await w.ctx.receive(lambda m: isinstance(m, FinishWatch), timeout=seconds)
+        w.finish_head = msg.head
     except ReceiveTimeout:
         pass
 
 
 async def _finish_message(w: _Watching) -> None:
     try:
-        msg = await w.ctx.receive(lambda m: isinstance(m, tuple) and m[:1] == ("finish",),
-                                  timeout=0)
+        msg = await w.ctx.receive(lambda m: isinstance(m, FinishWatch), timeout=0)
     except ReceiveTimeout:
         return
-    w.finish_head = int(msg[1])
+    w.finish_head = msg.head
 
 
 async def _watch_loop(w: _Watching) -> None:
@@ -338,4 +337,4 @@ def _refused_on_the_wire(w: _Watching, r: wp.Canceled) -> bool:
             and r.compact_revision >= log.start_revision)
 
 
-__all__ = ["WatcherConfig", "resume_point", "watcher_client"]
+__all__ = ["FinishWatch", "WatcherConfig", "resume_point", "watcher_client"]

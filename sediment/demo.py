@@ -75,7 +75,7 @@ async def _pool_supervisor(ctx: Process, sink: Pid) -> None:
 
 def tree(rt: api.Runtime, sup: Pid, indent: str = "  ") -> list[str]:
     lines = []
-    for cid, pid, kind in rt.call(sup, requests.which_children(), timeout=30):
+    for cid, pid, kind in rt.call(sup, requests.WhichChildren(), timeout=30):
         lines.append(f"{indent}{cid:<10} {kind:<10} {pid}")
         if kind == "supervisor" and isinstance(pid, Pid):
             lines.extend(tree(rt, pid, indent + "    "))
@@ -86,7 +86,7 @@ def wait_for_restart(rt: api.Runtime, sup: Pid, child: str, old: Pid, t0: float,
                      out: Any, probe: Any = "hello") -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        which = rt.call(sup, requests.which_children(), timeout=30)
+        which = rt.call(sup, requests.WhichChildren(), timeout=30)
         new = requests.child_pid(which, child)
         if new is not None and new != old:
             answer = rt.call(new, probe, timeout=30)
@@ -165,25 +165,26 @@ def supervision_demo(backend: str) -> int:
         out(f"supervision tree up in {time.monotonic() - t_start:.1f} s (top = {sup}):")
         out("\n".join(tree(rt, sup)))
 
-        victim = requests.child_pid(rt.call(sup, requests.which_children()), "ticker-n2")
+        victim = requests.child_pid(rt.call(sup, requests.WhichChildren()), "ticker-n2")
         assert victim is not None
         out(f"\nkilling ticker-n2 {victim} with {how} ...")
         t0 = time.monotonic()
         rt.kill(victim)
         wait_for_restart(rt, sup, "ticker-n2", victim, t0, out)
 
-        old_n3 = requests.child_pid(rt.call(sup, requests.which_children()), "ticker-n3")
+        old_n3 = requests.child_pid(rt.call(sup, requests.WhichChildren()), "ticker-n3")
         assert old_n3 is not None
         out("\nkilling every process on logical node n3 ...")
         t0 = time.monotonic()
         for pid in rt.kill_node("n3"):
             out(f"  killed {pid}")
         wait_for_restart(rt, sup, "ticker-n3", old_n3, t0, out)
-        wait_for_restart(rt, sup, "pool", Pid("-", "-"), t0, out, requests.count_children())
+        wait_for_restart(rt, sup, "pool", Pid("-", "-"), t0, out, requests.CountChildren())
         out("\nsupervisor reports:")
         for report in rt.call(sink, "drain", timeout=30):
-            _, who, kind, data = report
-            out(f"  {who} {kind}: {data.get('id')!r} reason={data.get('reason')!r}")
+            data = report.data
+            out(f"  {report.supervisor} {report.kind}: {data.get('id')!r} "
+                f"reason={data.get('reason')!r}")
         out("\ntree after the faults:")
         out("\n".join(tree(rt, sup)))
     finally:

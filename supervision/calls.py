@@ -20,6 +20,7 @@ from sediment.supervision.protocol import (
     StartChildCall,
     TerminateChildCall,
 )
+from sediment.supervision.requests import SupervisorError
 from sediment.supervision.spec import ChildSpec, validate_child_spec
 from sediment.supervision.state import (
     Child,
@@ -42,12 +43,12 @@ def _on_start_child(s: SupervisorState, event: StartChildCall, fx: list[Effect])
     try:
         validate_child_spec(spec, s.flags.auto_shutdown)
     except InvalidChildSpec as exc:
-        fx.append(Reply(event.reply_to, ("error", ("invalid_child_spec", str(exc)))))
+        fx.append(Reply(event.reply_to, SupervisorError(("invalid_child_spec", str(exc)))))
         return
     old = s.children.get(spec.id)
     if old is not None:
         reason = ("already_started", old.pid) if old.pid is not None else "already_present"
-        fx.append(Reply(event.reply_to, ("error", reason)))
+        fx.append(Reply(event.reply_to, SupervisorError(reason)))
         return
     s.plan = deque(
         [_Start(spec.id, "start_child", reply_to=event.reply_to, new=Child(spec.id, spec))]
@@ -61,7 +62,7 @@ def _start_dynamic(
     if isinstance(extra, list):
         extra = tuple(extra)
     if not isinstance(extra, tuple):
-        fx.append(Reply(event.reply_to, ("error", ("invalid_args", extra))))
+        fx.append(Reply(event.reply_to, SupervisorError(("invalid_args", extra))))
         return
     key = DynId(s.next_dyn)
     s.next_dyn += 1
@@ -78,10 +79,10 @@ def _on_terminate_child(s: SupervisorState, event: TerminateChildCall, fx: list[
     elif isinstance(target, Pid):
         key = s.pids[target] if target in s.pids else _find_restarting(s, target)
     else:
-        fx.append(Reply(event.reply_to, ("error", "simple_one_for_one")))
+        fx.append(Reply(event.reply_to, SupervisorError("simple_one_for_one")))
         return
     if key is None:
-        fx.append(Reply(event.reply_to, ("error", "not_found")))
+        fx.append(Reply(event.reply_to, SupervisorError("not_found")))
         return
     s.plan = deque([_Stop(key), _Reply(event.reply_to, "ok")])
 
@@ -90,17 +91,17 @@ def _find_restarting(s: SupervisorState, pid: Pid) -> ChildKey | None:
     return next((k for k, c in s.children.items() if c.restarting and c.last_pid == pid), None)
 
 
-def _stopped_child_or_error(s: SupervisorState, key: Any) -> Child | tuple[str, str]:
+def _stopped_child_or_error(s: SupervisorState, key: Any) -> Child | SupervisorError:
     """restart_child / delete_child only act on a known, stopped, static child."""
     if s.template is not None:
-        return ("error", "simple_one_for_one")
+        return SupervisorError("simple_one_for_one")
     child = _lookup(s, key)
     if child is None:
-        return ("error", "not_found")
+        return SupervisorError("not_found")
     if child.restarting:
-        return ("error", "restarting")
+        return SupervisorError("restarting")
     if child.pid is not None:
-        return ("error", "running")
+        return SupervisorError("running")
     return child
 
 
@@ -116,7 +117,4 @@ def _on_delete_child(s: SupervisorState, event: DeleteChildCall, fx: list[Effect
     found = _stopped_child_or_error(s, event.id)
     if isinstance(found, Child):
         _remove(s, found.key)
-        found_value: Any = "ok"
-    else:
-        found_value = found
-    fx.append(Reply(event.reply_to, found_value))
+    fx.append(Reply(event.reply_to, "ok" if isinstance(found, Child) else found))

@@ -29,6 +29,7 @@ from sediment.supervision.protocol import (
     StopChildren,
     TerminateResult,
 )
+from sediment.supervision.requests import ChildStarted, SupervisorError
 from sediment.supervision.restarts import _retry_later, _shutdown_plan
 from sediment.supervision.spec import ChildSpec
 from sediment.supervision.state import (
@@ -168,33 +169,33 @@ def _started_start_child(
 ) -> None:
     assert op.new is not None
     child = op.new
-    value: Any
+    value: ChildStarted | SupervisorError
     match outcome:
         case StartOk(pid=pid):
             _put(s, replace(child, pid=pid))
-            value = ("ok", pid)
+            value = ChildStarted(pid)
         case StartIgnore():
             if s.template is None and not child.temporary:
                 _put(s, child)
-            value = ("ok", None)
+            value = ChildStarted(None)
         case StartError(reason=reason):
-            plain = s.template is not None or _is_already_started(reason)
-            value = ("error", reason if plain else (reason, child.spec))
+            plain = s.template is not None or SupervisorError(reason).already_started
+            value = SupervisorError(reason if plain else (reason, child.spec))
     fx.append(Reply(op.reply_to, value))
 
 
 def _started_restart_child(
     s: SupervisorState, op: _Start, outcome: StartOutcome, fx: list[Effect]
 ) -> None:
-    value: Any
+    value: ChildStarted | SupervisorError
     match outcome:
         case StartOk(pid=pid):
             _put(s, replace(s.children[op.key], pid=pid))
-            value = ("ok", pid)
+            value = ChildStarted(pid)
         case StartIgnore():
-            value = ("ok", None)
+            value = ChildStarted(None)
         case StartError(reason=reason):
-            value = ("error", reason)
+            value = SupervisorError(reason)
     fx.append(Reply(op.reply_to, value))
 
 
@@ -205,6 +206,3 @@ _STARTED = {
     "restart_child": _started_restart_child,
 }
 
-
-def _is_already_started(reason: Any) -> bool:
-    return isinstance(reason, tuple) and len(reason) == 2 and reason[0] == "already_started"

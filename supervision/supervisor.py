@@ -23,7 +23,7 @@ from sediment.runtime.process import Process
 from sediment.runtime.reasons import KILL, SHUTDOWN, Error
 from sediment.supervision import core
 from sediment.supervision import protocol as p
-from sediment.supervision.requests import SUP, decode, which_children
+from sediment.supervision import requests as rq
 from sediment.supervision.spec import ChildSpec, ShutdownMode, SupFlags, validate_child_specs
 from sediment.supervision.starting import IGNORE, is_start_function
 
@@ -75,33 +75,30 @@ class _Shell:
         if isinstance(msg, _Scheduled):
             return replace(msg.event, now=ctx.now())
         if isinstance(msg, Call):
-            if isinstance(msg.request, tuple) and msg.request[:1] == (SUP,):
-                return self._api(msg)
-            ctx.reply(msg.from_, UnknownRequest.of(msg.request))
-            return None
+            return self._api(msg)
         if not isinstance(msg, Down):  # Downs of already-stopped children are expected
             _logger.warning("supervisor got an unexpected message", message=repr(msg))
         return None
 
     def _api(self, call: Call) -> p.Event | None:
-        op, arg = decode(call.request)
-        if op == "stop":
-            self.stop_waiters.append(call.from_)
-            return p.StopRequest(arg)
-        events: dict[str, Any] = {
-            "start_child": lambda: p.StartChildCall(arg, call.from_),
-            "terminate_child": lambda: p.TerminateChildCall(arg, call.from_),
-            "restart_child": lambda: p.RestartChildCall(arg, call.from_),
-            "delete_child": lambda: p.DeleteChildCall(arg, call.from_),
-            "which_children": lambda: p.WhichChildrenCall(call.from_),
-            "count_children": lambda: p.CountChildrenCall(call.from_),
-        }
-        make = events.get(op)
-        if make is None:
-            self.ctx.reply(call.from_, UnknownRequest.of(op))
-            return None
-        event: p.Event = make()
-        return event
+        match call.request:
+            case rq.StopSupervisor(reason=reason):
+                self.stop_waiters.append(call.from_)
+                return p.StopRequest(reason)
+            case rq.StartChild(spec_or_args=spec_or_args):
+                return p.StartChildCall(spec_or_args, call.from_)
+            case rq.TerminateChild(id_or_pid=id_or_pid):
+                return p.TerminateChildCall(id_or_pid, call.from_)
+            case rq.RestartChild(id=child_id):
+                return p.RestartChildCall(child_id, call.from_)
+            case rq.DeleteChild(id=child_id):
+                return p.DeleteChildCall(child_id, call.from_)
+            case rq.WhichChildren():
+                return p.WhichChildrenCall(call.from_)
+            case rq.CountChildren():
+                return p.CountChildrenCall(call.from_)
+        self.ctx.reply(call.from_, UnknownRequest.of(call.request))
+        return None
 
     # effects; a spawn's or a stop's result is the event the core must see next
 
@@ -175,8 +172,8 @@ class _Shell:
         getattr(_logger, level)("supervisor report", kind=effect.kind,
                                 **{k: repr(v) for k, v in effect.data.items()})
         if self.report_to is not None:
-            self.ctx.send(self.report_to, ("supervisor_report", self.ctx.self(), effect.kind,
-                                           dict(effect.data)))
+            self.ctx.send(self.report_to, rq.SupervisorReport(self.ctx.self(), effect.kind,
+                                                              dict(effect.data)))
 
 
 async def start_link(ctx: Process, flags: SupFlags, specs: list[ChildSpec], *,
@@ -193,7 +190,7 @@ async def start_link(ctx: Process, flags: SupFlags, specs: list[ChildSpec], *,
     validate_child_specs(flags, specs)
     pid = await ctx.spawn(supervisor, flags, list(specs), report_to, node=node, name=name,
                           link=True, label="supervisor", host=host)
-    await ctx.call(pid, which_children(), timeout=timeout)
+    await ctx.call(pid, rq.WhichChildren(), timeout=timeout)
     return pid
 
 
@@ -204,5 +201,5 @@ def start_top(rt: Any, flags: SupFlags, specs: list[ChildSpec], *, name: str = "
     validate_child_specs(flags, specs)
     pid: Pid = rt.spawn(supervisor, flags, list(specs), report_to, node=node, name=name,
                         label=f"supervisor:{name}")
-    rt.call(pid, which_children(), timeout=timeout)
+    rt.call(pid, rq.WhichChildren(), timeout=timeout)
     return pid

@@ -24,7 +24,7 @@ from sediment.actors.branches.sensor import SensorConfig
 from sediment.actors.branches.shell.compactor import FAILPOINTS, CompactorConfig
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.protocol import Compact, Compacted, CompactFailed
-from sediment.actors.branches.shell.recorder import collector
+from sediment.actors.branches.shell.recorder import CollectedEvents, TakeEvents, collector
 from sediment.actors.branches.shell.service import start_branch_services
 from sediment.actors.branches.tier import TierConfig
 from sediment.actors.kv.cluster import Cluster
@@ -53,9 +53,9 @@ class Setup:
     root: str
 
     def events(self) -> list[Event]:
-        collected, dropped = self.rt.call(self.collector, ("events",), timeout=30)
-        assert dropped == 0
-        return [*self.history.events, *collected]
+        collected = self.rt.call(self.collector, TakeEvents(), timeout=30)
+        assert isinstance(collected, CollectedEvents) and collected.dropped == 0
+        return [*self.history.events, *collected.events]
 
     def check(self) -> None:
         result = check_branch_reads(self.events())

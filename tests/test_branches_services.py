@@ -26,7 +26,7 @@ from sediment.actors.branches.shell.compactor import CompactorConfig
 from sediment.actors.branches.shell.gc_process import GC_NAME, GcConfig
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.protocol import Compact, Sweep, Swept
-from sediment.actors.branches.shell.recorder import collector
+from sediment.actors.branches.shell.recorder import CollectedEvents, TakeEvents, collector
 from sediment.actors.branches.shell.service import (
     services_name,
     start_branch_services,
@@ -58,9 +58,9 @@ class Setup:
     collector: Pid
 
     def events(self) -> list[Event]:
-        collected, dropped = self.rt.call(self.collector, ("events",), timeout=30)
-        assert dropped == 0
-        return [*self.history.events, *collected]
+        collected = self.rt.call(self.collector, TakeEvents(), timeout=30)
+        assert isinstance(collected, CollectedEvents) and collected.dropped == 0
+        return [*self.history.events, *collected.events]
 
     def until(self, condition: Any, what: str, rounds: int = 900) -> None:
         for _ in range(rounds):

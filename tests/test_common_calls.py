@@ -8,7 +8,7 @@ import pickle
 from sediment.runtime import Status, UnknownRequest, start
 from sediment.scenarios import processes
 from sediment.supervision import SupFlags, start_top
-from sediment.supervision.requests import which_children
+from sediment.supervision.requests import WhichChildren
 
 
 def test_unknown_request_keeps_a_short_repr_and_pickles() -> None:
@@ -30,5 +30,5 @@ def test_a_process_answers_status_and_a_typed_unknown_request() -> None:
 def test_the_supervisor_answers_an_unknown_request_typed() -> None:
     with start("sim", nodes=("n1",), seed=1) as rt:
         sup = start_top(rt, SupFlags(), [], node="n1")
-        assert rt.call(sup, which_children()) == []
+        assert rt.call(sup, WhichChildren()) == []
         assert rt.call(sup, ("frobnicate",)) == UnknownRequest("('frobnicate',)")

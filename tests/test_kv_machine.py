@@ -53,6 +53,7 @@ from sediment.actors.kv.types import (
 )
 from sediment.actors.kv.validation import Limits
 from sediment.actors.log.raft.types import Entry
+from sediment.actors.log.shell.hosted import KeyIndex
 
 EVERY = Range(b"\0", ALL_KEYS)
 TXN_TAG = b'"txns":[['  # a snapshot that names the branch of a txn
@@ -537,7 +538,7 @@ def test_queries(m: NetsyMachine) -> None:
     assert isinstance(m.query(Events(2, None, b"a", None)), ErrCompacted)
     assert m.query(CompactRevisions()) == (3, 0)
     assert m.query(Head()) == 4
-    assert isinstance(m.query(("index", b"a")), ErrUnknownCommand)
+    assert isinstance(m.query(KeyIndex("a")), ErrUnknownCommand)  # another machine's query
     assert isinstance(m.query(Range(b"")), ErrEmptyKey)
     assert m.query(EVERY).kvs == [KeyValue(b"b", b"1", 3, 3, 1)]
     assert m.status() == {

@@ -221,11 +221,11 @@ def test_lagging_follower_gets_the_snapshot_installed(rt: Any, tmp_path: Path,
 
     write(0, 20)  # n3 takes its own snapshot at 15: it restarts with applied 15
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
-    node_sup = requests.child_pid(rt.call(top, requests.which_children()), "node:n3")
+    node_sup = requests.child_pid(rt.call(top, requests.WhichChildren()), "node:n3")
     assert node_sup is not None
-    assert rt.call(node_sup, requests.terminate_child("raft:g1")) == "ok"  # n3 stops
+    assert rt.call(node_sup, requests.TerminateChild("raft:g1")) == "ok"  # n3 stops
     write(20, 50)  # snapshots at 30..60; the leader keeps only 5 entries past them
-    assert rt.call(node_sup, requests.restart_child("raft:g1"))[0] == "ok"
+    assert isinstance(rt.call(node_sup, requests.RestartChild("raft:g1")), requests.ChildStarted)
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=90)
     n3 = status(rt, spec)["n3"]
     assert n3["installs"] >= 1 and n3["snapshot_index"] >= 45, n3  # caught up by an install
@@ -251,11 +251,12 @@ def test_crash_right_after_an_install_activates(rt: Any, tmp_path: Path) -> None
     keys: dict[str, int] = {}
     latest: dict[str, Any] = {}
     put_mixed(rt, spec, 0, 5, keys, latest)
-    node_sup = requests.child_pid(rt.call(top, requests.which_children()), "node:n3")
-    assert rt.call(node_sup, requests.terminate_child("raft:g1")) == "ok"
+    node_sup = requests.child_pid(rt.call(top, requests.WhichChildren()), "node:n3")
+    assert rt.call(node_sup, requests.TerminateChild("raft:g1")) == "ok"
     put_mixed(rt, spec, 5, 60, keys, latest)
-    status_, server = rt.call(node_sup, requests.restart_child("raft:g1"))
-    assert status_ == "ok"
+    restarted = rt.call(node_sup, requests.RestartChild("raft:g1"))
+    assert isinstance(restarted, requests.ChildStarted) and restarted.pid is not None
+    server = restarted.pid
     rt.arm_failpoint(server, "install.after_activate", "crash")
     assert eventually(rt, lambda: rt.whereis(raft_name(spec.group, "n3")) not in (None, server),
                       timeout=60), "the install never reached its activation"

@@ -188,7 +188,7 @@ def test_a_process_target_is_found_by_name_while_its_supervisor_is_busy(
     from sediment.supervision import requests
 
     cluster, rt = sim_cluster, sim_cluster.rt
-    top = rt.call(cluster.top, requests.which_children(), timeout=30)
+    top = rt.call(cluster.top, requests.WhichChildren(), timeout=30)
     supervisor = requests.child_pid(top, "node:n1")
     rt.suspend(supervisor)  # as busy as one restarting its node
     injector = nemesis.Injector(cluster, random.Random(0), dict)
@@ -212,7 +212,7 @@ def test_a_process_target_a_node_restart_is_starting_is_found_once_it_registers(
     from sediment.supervision import requests
 
     cluster, rt = sim_cluster, sim_cluster.rt
-    top = rt.call(cluster.top, requests.which_children(), timeout=30)
+    top = rt.call(cluster.top, requests.WhichChildren(), timeout=30)
     supervisor = requests.child_pid(top, "node:n1")
     rt.suspend(supervisor)  # busy restarting: it starts nothing and answers nothing
     rt.kill(rt.whereis(wal_name("n1")))
@@ -238,26 +238,27 @@ def test_the_leader_a_fault_means_is_found_with_every_member_asked_at_once(
     cluster, rt = sim_cluster, sim_cluster.rt
     leader = cluster.wait_ready()
     waiter = rt.spawn(trigger_waiter.trigger_waiter, node="client")
-    assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == leader
+    find = trigger_waiter.FindLeader(cluster.nodes, 3.0)
+    assert rt.call(waiter, find, timeout=30) == leader
     stuck = rt.whereis(raft_name(KV_GROUP, next(n for n in cluster.nodes if n != leader)))
     rt.suspend(stuck)  # a member busy (recovering): it does not answer
     began = rt.now()
-    assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == leader
+    assert rt.call(waiter, find, timeout=30) == leader
     assert rt.now() - began < 2 * observers.STATUS_TIMEOUT  # virtual time: one round
     began = rt.now()
     assert cluster.leader() == leader  # the driver's own lookup waits out its 5 s
     assert rt.now() - began >= 5.0
     rt.resume(stuck)
     injector = nemesis.Injector(cluster, random.Random(0), dict,
-                                lambda: rt.call(waiter, ("leader", cluster.nodes, 3.0)))
+                                lambda: rt.call(waiter, find))
     assert injector.node_ref("leader") == leader
     # Right after the leader dies none leads: the answer is the next one, not None (a
     # node drawn at random then, maybe the restarting one, held a fault back 12 s).
     rt.kill(rt.whereis(raft_name(KV_GROUP, leader)))
-    assert rt.call(waiter, ("leader", cluster.nodes, 0.0), timeout=30) is None
-    assert rt.call(waiter, ("leader", cluster.nodes, 3.0), timeout=30) == cluster.leader()
+    assert rt.call(waiter, trigger_waiter.FindLeader(cluster.nodes, 0.0), timeout=30) is None
+    assert rt.call(waiter, find, timeout=30) == cluster.leader()
     assert cluster.leader() is not None
-    rt.send(waiter, ("stop",))
+    rt.send(waiter, trigger_waiter.Stop())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -290,7 +291,7 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
         for i in range(5):  # armed first: a cycle after these writes has a notice phase
             kv.put(f"k{i}".encode(), b"v")
         moment = trigger_waiter.waiting(
-            rt.call(waiter, ("hold", "t", rt.now() + 60), timeout=90))
+            rt.call(waiter, trigger_waiter.HoldMoment("t", rt.now() + 60), timeout=90))
         assert moment.hit and moment.held is not None, moment
         statuses = [rt.call(kv_node_name(n), Status(), timeout=30) for n in nodes]
         compacted = max(st["compact_revision"] for st in statuses)
@@ -303,7 +304,7 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
             rt.call(kv_node_name(n), Status(), timeout=30)["compact_revision"]
             for n in nodes if rt.whereis(kv_node_name(n)) is not None) > before,
             timeout=60)
-        rt.send(waiter, ("stop",))
+        rt.send(waiter, trigger_waiter.Stop())
     finally:
         rt.shutdown()
 

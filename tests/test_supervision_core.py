@@ -55,6 +55,7 @@ from sediment.supervision.protocol import (
     TerminateResult,
     WhichChildrenCall,
 )
+from sediment.supervision.requests import ChildStarted, SupervisorError
 from sediment.supervision.spec import Backoff, ChildSpec, SupFlags
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -683,7 +684,7 @@ def test_simple_one_for_one_all_significant_ends_with_the_last_child() -> None:
 def test_start_child_appends_and_starts() -> None:
     d = Driver(SupFlags(), specs("a"))
     value = d.call(StartChildCall(spec("b"), "r"))
-    assert value == ("ok", d.pid("b"))
+    assert value == ChildStarted(d.pid("b"))
     assert [k for k, _, _ in d.which()] == ["a", "b"]
     assert io(d.feed(StopRequest(SHUTDOWN)))[:2] == [("stop", "b"), ("stop", "a")]
 
@@ -691,21 +692,23 @@ def test_start_child_appends_and_starts() -> None:
 def test_start_child_errors() -> None:
     d = Driver(SupFlags(), specs("a", "b"))
     d.call(TerminateChildCall("b", "r"))
-    assert d.call(StartChildCall(spec("a"), "r")) == ("error", ("already_started", d.pid("a")))
-    assert d.call(StartChildCall(spec("b"), "r")) == ("error", "already_present")
+    already = SupervisorError(("already_started", d.pid("a")))
+    assert d.call(StartChildCall(spec("a"), "r")) == already and already.already_started
+    assert d.call(StartChildCall(spec("b"), "r")) == SupervisorError("already_present")
     bad = d.call(StartChildCall(spec("c", "nope"), "r"))
-    assert bad[0] == "error" and bad[1][0] == "invalid_child_spec" and "'restart'" in bad[1][1]
-    assert d.call(StartChildCall("not a spec", "r"))[1][0] == "invalid_child_spec"
+    assert isinstance(bad, SupervisorError) and bad.reason[0] == "invalid_child_spec"
+    assert "'restart'" in bad.reason[1]
+    assert d.call(StartChildCall("not a spec", "r")).reason[0] == "invalid_child_spec"
     significant = spec("s", "transient", significant=True)
-    assert d.call(StartChildCall(significant, "r"))[1][0] == "invalid_child_spec"
+    assert d.call(StartChildCall(significant, "r")).reason[0] == "invalid_child_spec"
 
 
 def test_start_child_start_failure_is_a_value_and_saves_nothing() -> None:
     d = Driver(SupFlags(), specs("a"))
     c = spec("c")
     d.script("c", StartError("enoent"), StartError(("already_started", Pid("n2", "x"))))
-    assert d.call(StartChildCall(c, "r")) == ("error", ("enoent", c))
-    assert d.call(StartChildCall(c, "r")) == ("error", ("already_started", Pid("n2", "x")))
+    assert d.call(StartChildCall(c, "r")) == SupervisorError(("enoent", c))
+    assert d.call(StartChildCall(c, "r")) == SupervisorError(("already_started", Pid("n2", "x")))
     assert [k for k, _, _ in d.which()] == ["a"]
 
 
@@ -713,8 +716,8 @@ def test_start_child_ignore() -> None:
     d = Driver(SupFlags(), [])
     d.script("p", IGNORE)
     d.script("t", IGNORE)
-    assert d.call(StartChildCall(spec("p"), "r")) == ("ok", None)
-    assert d.call(StartChildCall(spec("t", "temporary"), "r")) == ("ok", None)
+    assert d.call(StartChildCall(spec("p"), "r")) == ChildStarted(None)
+    assert d.call(StartChildCall(spec("t", "temporary"), "r")) == ChildStarted(None)
     assert d.which() == [("p", None, "worker")]
 
 
@@ -722,9 +725,9 @@ def test_start_child_simple_one_for_one_appends_args_to_the_template() -> None:
     d = sofo(spec("t", start=(entry, ("cfg",)), type="supervisor"))
     fx = d.feed(StartChildCall(("x", 1), "r"))
     assert fx[0] == SpawnChild(DynId(0), entry, ("cfg", "x", 1))
-    assert fx[1] == Reply("r", ("ok", d.pid(DynId(0))))
-    assert d.call(StartChildCall(["y"], "r"))[0] == "ok"  # a list is accepted too
-    assert d.call(StartChildCall("y", "r")) == ("error", ("invalid_args", "y"))
+    assert fx[1] == Reply("r", ChildStarted(d.pid(DynId(0))))
+    assert isinstance(d.call(StartChildCall(["y"], "r")), ChildStarted)  # a list is accepted too
+    assert d.call(StartChildCall("y", "r")) == SupervisorError(("invalid_args", "y"))
     assert d.which() == [
         (None, d.pid(DynId(0)), "supervisor"),
         (None, d.pid(DynId(1)), "supervisor"),
@@ -735,8 +738,8 @@ def test_start_child_simple_one_for_one_ignore_and_error() -> None:
     d = sofo()
     d.script(DynId(0), IGNORE)
     d.script(DynId(1), StartError("no"))
-    assert d.call(StartChildCall((), "r")) == ("ok", None)
-    assert d.call(StartChildCall((), "r")) == ("error", "no")
+    assert d.call(StartChildCall((), "r")) == ChildStarted(None)
+    assert d.call(StartChildCall((), "r")) == SupervisorError("no")
     assert d.which() == []
 
 
@@ -750,8 +753,8 @@ def test_terminate_child_keeps_the_spec_but_drops_a_temporary_one() -> None:
     assert d.call(TerminateChildCall("a", "r")) == "ok"  # already stopped: still ok
     assert d.call(TerminateChildCall("t", "r")) == "ok"
     assert d.which() == [("a", None, "worker")]
-    assert d.call(TerminateChildCall("zz", "r")) == ("error", "not_found")
-    assert d.call(TerminateChildCall(["unhashable"], "r")) == ("error", "not_found")
+    assert d.call(TerminateChildCall("zz", "r")) == SupervisorError("not_found")
+    assert d.call(TerminateChildCall(["unhashable"], "r")) == SupervisorError("not_found")
 
 
 def test_terminate_child_simple_one_for_one_by_pid() -> None:
@@ -760,8 +763,8 @@ def test_terminate_child_simple_one_for_one_by_pid() -> None:
     d.call(StartChildCall((), 2))
     pid = d.pid(DynId(0))
     assert trace(d.feed(TerminateChildCall(pid, "r"))) == [("stop", DynId(0)), ("reply", "ok")]
-    assert d.call(TerminateChildCall(pid, "r")) == ("error", "not_found")
-    assert d.call(TerminateChildCall("t", "r")) == ("error", "simple_one_for_one")
+    assert d.call(TerminateChildCall(pid, "r")) == SupervisorError("not_found")
+    assert d.call(TerminateChildCall("t", "r")) == SupervisorError("simple_one_for_one")
     old = d.pid(DynId(1))
     d.script(DynId(1), StartError("busy"))
     d.crash(DynId(1))
@@ -772,37 +775,37 @@ def test_terminate_child_simple_one_for_one_by_pid() -> None:
 
 def test_restart_child() -> None:
     d = Driver(SupFlags(intensity=9), specs("a", "b"))
-    assert d.call(RestartChildCall("a", "r")) == ("error", "running")
-    assert d.call(RestartChildCall("zz", "r")) == ("error", "not_found")
+    assert d.call(RestartChildCall("a", "r")) == SupervisorError("running")
+    assert d.call(RestartChildCall("zz", "r")) == SupervisorError("not_found")
     d.call(TerminateChildCall("a", "r"))
-    assert d.call(RestartChildCall("a", "r")) == ("ok", d.pid("a"))
+    assert d.call(RestartChildCall("a", "r")) == ChildStarted(d.pid("a"))
     assert d.state.restarts == ()  # a manual restart does not count
     d.call(TerminateChildCall("a", "r"))
     d.script("a", StartError("nope"), IGNORE)
-    assert d.call(RestartChildCall("a", "r")) == ("error", "nope")
-    assert d.call(RestartChildCall("a", "r")) == ("ok", None)
+    assert d.call(RestartChildCall("a", "r")) == SupervisorError("nope")
+    assert d.call(RestartChildCall("a", "r")) == ChildStarted(None)
     d.script("b", StartError("busy"))
     d.crash("b")
-    assert d.call(RestartChildCall("b", "r")) == ("error", "restarting")
+    assert d.call(RestartChildCall("b", "r")) == SupervisorError("restarting")
 
 
 def test_delete_child() -> None:
     d = Driver(SupFlags(intensity=9), specs("a", "b", "c"))
-    assert d.call(DeleteChildCall("a", "r")) == ("error", "running")
-    assert d.call(DeleteChildCall("zz", "r")) == ("error", "not_found")
+    assert d.call(DeleteChildCall("a", "r")) == SupervisorError("running")
+    assert d.call(DeleteChildCall("zz", "r")) == SupervisorError("not_found")
     d.call(TerminateChildCall("a", "r"))
     assert d.call(DeleteChildCall("a", "r")) == "ok"
     assert [k for k, _, _ in d.which()] == ["b", "c"]
     d.script("b", StartError("busy"))
     d.crash("b")
-    assert d.call(DeleteChildCall("b", "r")) == ("error", "restarting")
-    assert d.call(StartChildCall(spec("a"), "r"))[0] == "ok"
+    assert d.call(DeleteChildCall("b", "r")) == SupervisorError("restarting")
+    assert isinstance(d.call(StartChildCall(spec("a"), "r")), ChildStarted)
     assert [k for k, _, _ in d.which()] == ["b", "c", "a"]  # re-added at the end
 
 
 @pytest.mark.parametrize("call", [RestartChildCall, DeleteChildCall])
 def test_restart_and_delete_are_refused_by_simple_one_for_one(call: Any) -> None:
-    assert sofo().call(call("t", "r")) == ("error", "simple_one_for_one")
+    assert sofo().call(call("t", "r")) == SupervisorError("simple_one_for_one")
 
 
 def test_which_and_count_children() -> None:

@@ -28,7 +28,7 @@ RT_BACKENDS = ("sim", "ray", "ray-hosted")  # "-hosted": every process of a node
 def pids(rt: Any, sup: Pid) -> dict[Any, Any]:
     # a supervisor answers once a restart is done: on a loaded machine on Ray, starting
     # three actors again takes longer than a call's default 5 s (a CI failure)
-    return {cid: pid for cid, pid, _ in rt.call(sup, requests.which_children(), timeout=60)}
+    return {cid: pid for cid, pid, _ in rt.call(sup, requests.WhichChildren(), timeout=60)}
 
 
 def events(rt: Any, sink: Pid, kind: str) -> list[tuple[Any, ...]]:
@@ -72,7 +72,7 @@ def test_one_for_all_stops_in_reverse_then_starts_in_order(rt: Any) -> None:
 
 def test_shutdown_stops_children_in_reverse_start_order(rt: Any) -> None:
     sup, sink, _ = three(rt, "one_for_one")
-    assert rt.call(sup, requests.stop(), timeout=30) == "ok"
+    assert rt.call(sup, requests.StopSupervisor(), timeout=30) == "ok"
     assert eventually(rt, lambda: len(events(rt, sink, "terminated")) == 3)
     assert [(e[1], e[2]) for e in events(rt, sink, "terminated")] == [
         ("c", SHUTDOWN), ("b", SHUTDOWN), ("a", SHUTDOWN)]
@@ -93,7 +93,7 @@ def test_restart_types(rt: Any, restart: str, reason: Any, restarted: bool) -> N
     first = pids(rt, sup)["w"]
     rt.call(first, ("exit", reason))
     rt.sleep(1.0)
-    now = {cid: pid for cid, pid, _ in rt.call(sup, requests.which_children())}
+    now = {cid: pid for cid, pid, _ in rt.call(sup, requests.WhichChildren())}
     if restarted:
         assert eventually(rt, lambda: isinstance(pids(rt, sup).get("w"), Pid)
                           and pids(rt, sup)["w"] != first)
@@ -128,7 +128,7 @@ async def _trap_parent(ctx: Any, sink: Pid, report: Pid) -> None:
                            [worker_spec("w", sink)])
     ctx.send(report, sup)
     for _ in range(3):
-        which = await ctx.call(sup, requests.which_children())
+        which = await ctx.call(sup, requests.WhichChildren())
         child = requests.child_pid(which, "w")
         if child is None:
             break
@@ -147,8 +147,8 @@ def test_shutdown_timeout_then_kill_and_brutal_kill(rt: Any) -> None:
     ]
     sup = start_top(rt, SupFlags(), specs)
     before = pids(rt, sup)
-    assert rt.call(sup, requests.terminate_child("brutal")) == "ok"
-    assert rt.call(sup, requests.terminate_child("patient"), timeout=30) == "ok"
+    assert rt.call(sup, requests.TerminateChild("brutal")) == "ok"
+    assert rt.call(sup, requests.TerminateChild("patient"), timeout=30) == "ok"
     assert pids(rt, sup) == {"patient": None, "brutal": None}
     assert eventually(rt, lambda: not rt.is_alive(before["patient"])
                       and not rt.is_alive(before["brutal"]))
@@ -159,7 +159,7 @@ def test_nested_supervisor_escalation_restarts_the_subtree(rt: Any) -> None:
     inner = ChildSpec("inner", (Spawn(_inner_sup, node="n2"), (sink,)), type="supervisor")
     top = start_top(rt, SupFlags(intensity=5), [inner])
     inner_pid = pids(rt, top)["inner"]
-    worker = requests.child_pid(rt.call(inner_pid, requests.which_children()), "w")
+    worker = requests.child_pid(rt.call(inner_pid, requests.WhichChildren()), "w")
     rt.kill(worker)  # inner has intensity 0: it gives up, and top restarts it
     assert eventually(rt, lambda: isinstance(pids(rt, top)["inner"], Pid)
                       and pids(rt, top)["inner"] != inner_pid, timeout=60)
@@ -186,32 +186,34 @@ def test_significant_child_shuts_the_supervisor_down(rt: Any) -> None:
 def test_api_calls(rt: Any) -> None:
     sink = rt.spawn(collector)
     sup = start_top(rt, SupFlags(intensity=5), [worker_spec("a", sink)])
-    status, pid_b = rt.call(sup, requests.start_child(worker_spec("b", sink)))
-    assert status == "ok" and isinstance(pid_b, Pid)
-    assert rt.call(sup, requests.start_child(worker_spec("b", sink)))[0] == "error"
-    assert rt.call(sup, requests.count_children()) == {
+    started = rt.call(sup, requests.StartChild(worker_spec("b", sink)))
+    assert isinstance(started, requests.ChildStarted) and isinstance(started.pid, Pid)
+    again = rt.call(sup, requests.StartChild(worker_spec("b", sink)))
+    assert again == requests.SupervisorError(("already_started", started.pid))
+    assert rt.call(sup, requests.CountChildren()) == {
         "specs": 2, "active": 2, "supervisors": 0, "workers": 2}
-    assert rt.call(sup, requests.delete_child("b")) == ("error", "running")
-    assert rt.call(sup, requests.terminate_child("b")) == "ok"
-    assert rt.call(sup, requests.restart_child("b"))[0] == "ok"
-    assert rt.call(sup, requests.terminate_child("b")) == "ok"
-    assert rt.call(sup, requests.delete_child("b")) == "ok"
-    assert rt.call(sup, requests.delete_child("nope")) == ("error", "not_found")
-    assert [cid for cid, _, _ in rt.call(sup, requests.which_children())] == ["a"]
+    assert rt.call(sup, requests.DeleteChild("b")) == requests.SupervisorError("running")
+    assert rt.call(sup, requests.TerminateChild("b")) == "ok"
+    assert isinstance(rt.call(sup, requests.RestartChild("b")), requests.ChildStarted)
+    assert rt.call(sup, requests.TerminateChild("b")) == "ok"
+    assert rt.call(sup, requests.DeleteChild("b")) == "ok"
+    assert rt.call(sup, requests.DeleteChild("nope")) == requests.SupervisorError("not_found")
+    assert [cid for cid, _, _ in rt.call(sup, requests.WhichChildren())] == ["a"]
 
 
 def test_simple_one_for_one(rt: Any) -> None:
     template = ChildSpec("dyn", (dynamic_child, ("kind",)))
     sup = start_top(rt, SupFlags(strategy="simple_one_for_one", intensity=5), [template])
-    started = [rt.call(sup, requests.start_child((n,)))[1] for n in range(3)]
+    started = [rt.call(sup, requests.StartChild((n,))).pid for n in range(3)]
     assert [rt.call(p, "who") for p in started] == [("kind", 0), ("kind", 1), ("kind", 2)]
     with pytest.raises(CallExit):
         rt.call(started[1], "crash")
-    assert eventually(rt, lambda: rt.call(sup, requests.count_children())["active"] == 3)
-    assert rt.call(sup, requests.terminate_child(started[0])) == "ok"
-    assert rt.call(sup, requests.count_children())["active"] == 2
-    assert rt.call(sup, requests.delete_child("dyn")) == ("error", "simple_one_for_one")
-    assert rt.call(sup, requests.stop(), timeout=30) == "ok"
+    assert eventually(rt, lambda: rt.call(sup, requests.CountChildren())["active"] == 3)
+    assert rt.call(sup, requests.TerminateChild(started[0])) == "ok"
+    assert rt.call(sup, requests.CountChildren())["active"] == 2
+    refused = rt.call(sup, requests.DeleteChild("dyn"))
+    assert refused == requests.SupervisorError("simple_one_for_one")
+    assert rt.call(sup, requests.StopSupervisor(), timeout=30) == "ok"
 
 
 def test_failed_start_is_retried_through_the_mailbox(rt: Any) -> None:
@@ -273,7 +275,8 @@ def test_killed_child_reason_is_reported(rt: Any) -> None:
     sup = start_top(rt, SupFlags(intensity=5), [worker_spec("w", sink)], report_to=sink)
     first = pids(rt, sup)["w"]
     rt.kill(first)
-    assert eventually(rt, lambda: any(m[0] == "supervisor_report" and m[2] == "child_terminated"
+    assert eventually(rt, lambda: any(isinstance(m, requests.SupervisorReport)
+                                      and m.kind == "child_terminated"
                                       for m in rt.call(sink, "get")))
-    report = next(m for m in rt.call(sink, "get") if m[0] == "supervisor_report")
-    assert KILLED in repr(report[3])
+    report = next(m for m in rt.call(sink, "get") if isinstance(m, requests.SupervisorReport))
+    assert report.supervisor == sup and KILLED in repr(report.data)

@@ -68,9 +68,7 @@ class Router:
 
     async def local_query(self, query: Any, timeout: float = HOP_TIMEOUT) -> Any:
         """A serializable read (or any query) of this node's member."""
-        reply = await self.ctx.call(self.local, Query(query), timeout=timeout)
-        return reply[1] if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok" \
-            else reply
+        return await self.ctx.call(self.local, Query(query), timeout=timeout)
 
     async def local_applied(self, index: int, timeout: float) -> None:
         """Wait (bounded) until this node's member has applied `index`: what a request

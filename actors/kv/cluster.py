@@ -240,7 +240,7 @@ class NodeHandle:
     name: str
 
     def _supervisor(self) -> Pid | None:
-        children = self.cluster.rt.call(self.cluster.top, requests.which_children(),
+        children = self.cluster.rt.call(self.cluster.top, requests.WhichChildren(),
                                         timeout=CONTROL_TIMEOUT)
         return requests.child_pid(children, f"node:{self.name}")
 
@@ -248,7 +248,7 @@ class NodeHandle:
         sup = self._supervisor()
         if sup is None:
             return {}
-        children = self.cluster.rt.call(sup, requests.which_children(), timeout=CONTROL_TIMEOUT)
+        children = self.cluster.rt.call(sup, requests.WhichChildren(), timeout=CONTROL_TIMEOUT)
         return {c[0]: c[1] for c in children}
 
     def status(self) -> dict[str, Any] | None:
@@ -274,11 +274,11 @@ class NodeHandle:
 
     def stop(self) -> None:
         """Stop the node's tree cleanly (it stays down until `restart`)."""
-        self.cluster.rt.call(self.cluster.top, requests.terminate_child(f"node:{self.name}"),
+        self.cluster.rt.call(self.cluster.top, requests.TerminateChild(f"node:{self.name}"),
                              timeout=CONTROL_TIMEOUT)
 
     def restart(self) -> None:
-        self.cluster.rt.call(self.cluster.top, requests.restart_child(f"node:{self.name}"),
+        self.cluster.rt.call(self.cluster.top, requests.RestartChild(f"node:{self.name}"),
                              timeout=CONTROL_TIMEOUT)
 
 
@@ -400,10 +400,9 @@ class Client:
             except CallError as err:
                 last = err
                 continue
-            result = reply[1] if isinstance(reply, tuple) and reply[0] == "ok" else reply
-            if isinstance(result, Exception):
-                raise result
-            return result
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
         raise last
 
     def get(self, key: bytes, revision: int = 0, serializable: bool = False) -> KeyValue | None:

@@ -25,37 +25,28 @@ async def watch_history(ctx: Process, raft: Pid, lo: int, hi: int, key: bytes = 
     """The changes of [key, range_end) in revisions [lo, hi] for a watch's replay: a list
     of Event, or the typed error the machine returned (ErrCompacted when lo is at or below
     the compact revision: a watch needs revisions above it)."""
-    reply = await ctx.call(raft, Query(WatchHistory(lo, hi, key, range_end, prev_kv)),
-                           timeout=READ_TIMEOUT)
-    return _unwrap(reply)
+    return await ctx.call(raft, Query(WatchHistory(lo, hi, key, range_end, prev_kv)),
+                          timeout=READ_TIMEOUT)
 
 
 async def compaction(ctx: Process, raft: Pid) -> tuple[int, int]:
     """(compact revision, finished compact revision) of the local machine."""
-    low, finished = _unwrap(await ctx.call(raft, Query(CompactRevisions()),
-                                           timeout=READ_TIMEOUT))
+    low, finished = await ctx.call(raft, Query(CompactRevisions()), timeout=READ_TIMEOUT)
     return int(low), int(finished)
 
 
 async def head(ctx: Process, raft: Pid) -> int:
     """The local machine's head revision (the last written one)."""
-    return int(_unwrap(await ctx.call(raft, Query(Head()), timeout=READ_TIMEOUT)))
+    return int(await ctx.call(raft, Query(Head()), timeout=READ_TIMEOUT))
 
 
 async def applied_batch(ctx: Process, raft: Pid, lo: int, hi: int | None) -> AppliedBatch:
     """The changes of revisions [lo, hi] (hi None: up to head; None when a compaction
     reached lo), the compact revision and the head, read in one query after an applied
     batch."""
-    reply = _unwrap(await ctx.call(raft, Query(AppliedSince(lo, hi)),
-                                   timeout=READ_TIMEOUT))
+    reply = await ctx.call(raft, Query(AppliedSince(lo, hi)), timeout=READ_TIMEOUT)
     if not isinstance(reply, AppliedBatch):
         raise KvError(f"applied_batch({lo}, {hi}) failed: {reply!r}"[:200])
-    return reply
-
-
-def _unwrap(reply: Any) -> Any:
-    if isinstance(reply, tuple) and len(reply) == 2 and reply[0] == "ok":
-        return reply[1]
     return reply
 
 

@@ -473,11 +473,11 @@ class TablesCluster:
         self.recorder.abandon(node, self.now())
 
     def stop_node(self, node: str) -> None:
-        self.rt.call(self.top, requests.terminate_child(f"node:{node}"), timeout=60)
+        self.rt.call(self.top, requests.TerminateChild(f"node:{node}"), timeout=60)
         self.recorder.abandon(node, self.now())
 
     def restart_node(self, node: str) -> None:
-        self.rt.call(self.top, requests.restart_child(f"node:{node}"), timeout=60)
+        self.rt.call(self.top, requests.RestartChild(f"node:{node}"), timeout=60)
 
     def stop(self) -> None:
         if self.owns_runtime:

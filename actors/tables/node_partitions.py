@@ -25,6 +25,7 @@ from sediment.actors.tables.partition_members import (
 )
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
+from sediment.supervision import requests
 
 _logger = log.get_logger("sediment.tables.node")
 
@@ -44,8 +45,7 @@ async def ensure(s: NodeState) -> None:
         if s.me not in nodes or group in s.started:
             continue
         reply = await start_member(s.ctx, s.me, partition_spec(group, nodes, options))
-        if reply[0] == "ok" or (reply[0] == "error" and isinstance(reply[1], tuple)
-                                and reply[1][0] == "already_started"):
+        if requests.is_running(reply):
             s.started.add(group)
             s.collector = min_tx_time.add_partition(s.collector, group)
         else:

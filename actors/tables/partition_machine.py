@@ -50,6 +50,7 @@ from sediment.actors.tables.min_tx_time import MinTxTimeState
 from sediment.actors.tables.mvcc import PartitionRows, RowKey, RowVersion, WriteIntent
 from sediment.actors.tables.partition import PartitionState
 from sediment.actors.tables.tx_state import TxRecord, TxStatus
+from sediment.runtime.common_calls import UnknownRequest
 
 EVENTS = 4096  # replay-floor events kept for the recorder
 
@@ -232,7 +233,7 @@ class PartitionMachine:
                     request.table_id, request.columns, request.values)
         except CatalogError as err:
             return err
-        return ("error", ("unknown_query", repr(request)[:200]))
+        return UnknownRequest.of(request)
 
     def status(self) -> dict[str, Any]:
         s = self.state

@@ -75,15 +75,15 @@ async def start_member(ctx: Process, node: str, spec: GroupSpec) -> Any:
     """Start this node's member of `spec`'s group (no-op if it runs); the reply."""
     try:
         return await named_pids.call(ctx, parts_sup_name(node),
-                                     requests.start_child(member_spec(node, spec)), 30)
+                                     requests.StartChild(member_spec(node, spec)), 30)
     except NoProc:
-        return ("error", "no partitions supervisor")
+        return requests.SupervisorError("no partitions supervisor")
 
 
 async def running_members(ctx: Process, node: str) -> list[str]:
     """The groups this node's partitions supervisor runs a member of."""
     try:
-        which = await named_pids.call(ctx, parts_sup_name(node), requests.which_children(), 30)
+        which = await named_pids.call(ctx, parts_sup_name(node), requests.WhichChildren(), 30)
     except NoProc:
         return []
     return [cid for cid, _, _ in which if isinstance(cid, str)]
@@ -92,7 +92,7 @@ async def running_members(ctx: Process, node: str) -> list[str]:
 async def stop_member(ctx: Process, node: str, group: str) -> None:
     """Stop and forget this node's member of `group` (its replica moved away, or its
     zone was dropped). Its files stay on disk."""
-    for request in (requests.terminate_child(group), requests.delete_child(group)):
+    for request in (requests.TerminateChild(group), requests.DeleteChild(group)):
         try:
             await named_pids.call(ctx, parts_sup_name(node), request, 30)
         except NoProc:

@@ -67,6 +67,7 @@ from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
+from sediment.supervision import requests
 
 _logger = log.get_logger("sediment.tables.rebalance")
 KEEP = 64
@@ -155,8 +156,7 @@ async def _execute(ctx: Process, r: rb.Rebalance, e: rb.Effect,
     everyone = tuple(sorted(r.stable | r.target))
     if isinstance(e, rb.AddLearner):
         reply = await start_member(ctx, e.node, partition_spec(r.group, r.stable, options))
-        if not (reply[0] == "ok" or (reply[0] == "error" and isinstance(reply[1], tuple)
-                                     and reply[1][0] == "already_started")):
+        if not requests.is_running(reply):
             return rb.Failed(f"member on {e.node} did not start: {reply!r:.100}")
         why = await _change(ctx, name, everyone, "add_learner", e.node)
         return rb.Failed(why) if why else rb.LearnerAdded(e.node)

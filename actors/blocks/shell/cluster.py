@@ -279,11 +279,11 @@ class BlocksNodeHandle:
     def processes(self) -> dict[str, Pid | None]:
         """The node supervisor's children by id ("raft:metastore", "wal", "blocks-node",
         "compaction-workers", ...)."""
-        children = self._call(self.cluster.top, requests.which_children())
+        children = self._call(self.cluster.top, requests.WhichChildren())
         sup = requests.child_pid(children or [], f"node:{self.name}")
         if sup is None:
             return {}
-        return {c[0]: c[1] for c in self._call(sup, requests.which_children()) or []}
+        return {c[0]: c[1] for c in self._call(sup, requests.WhichChildren()) or []}
 
     def raft_status(self) -> dict[str, Any] | None:
         return self._call(raft_name(METASTORE_GROUP, self.name), Status())  # type: ignore[no-any-return]
@@ -293,7 +293,7 @@ class BlocksNodeHandle:
         return self._call(blocks_node_name(self.name), Status())  # type: ignore[no-any-return]
 
     def workers(self) -> list[Pid]:
-        children = self._call(worker_pool_name(self.name), requests.which_children())
+        children = self._call(worker_pool_name(self.name), requests.WhichChildren())
         return [c[1] for c in children or [] if isinstance(c[1], Pid)]
 
     def kill(self) -> None:

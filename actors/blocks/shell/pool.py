@@ -46,8 +46,8 @@ async def start_worker_pool(ctx: Process, config: BlocksConfig) -> Pid:
     pool = await start_link(ctx, flags, [worker_spec(config, node)], node=node,
                             name=worker_pool_name(node), host=RAFT_HOST)
     for _ in range(config.workers_per_node):
-        reply = await ctx.call(pool, requests.start_child(()), timeout=60)
-        if not (isinstance(reply, tuple) and reply[:1] == ("ok",)):
+        reply = await ctx.call(pool, requests.StartChild(()), timeout=60)
+        if not isinstance(reply, requests.ChildStarted):
             raise RuntimeError(f"a compaction worker did not start: {reply!r:.200}")
     return pool
 

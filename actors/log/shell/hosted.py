@@ -28,10 +28,12 @@ the group's spec, so each member opens its own machine where it runs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sediment.actors.log import kv_machine
 from sediment.actors.log.raft.types import Entry
+from sediment.runtime.common_calls import UnknownRequest
 
 
 class HostedMachine(Protocol):
@@ -58,6 +60,13 @@ class HostedMachine(Protocol):
 MachineFactory = Callable[[str], HostedMachine]
 
 
+@dataclass(frozen=True, slots=True)
+class KeyIndex:
+    """A query of the reference machine: the index of `key`'s latest put, or None."""
+
+    key: str
+
+
 class RaKvHost:
     """The in-memory reference machine (`kv_machine`, Ra's ra_kv): key -> index of its
     latest put; values are read from the log by the server."""
@@ -80,10 +89,12 @@ class RaKvHost:
         self.applied = index
 
     def query(self, request: Any) -> Any:
-        """("index", key): the index of the key's latest put, or None."""
-        if isinstance(request, tuple) and len(request) == 2 and request[0] == "index":
-            return ("ok", self.state.keys.get(request[1]))
-        return ("error", ("unknown_query", request))
+        """`KeyIndex(key)` -> an int or None; anything else -> `UnknownRequest`."""
+        match request:
+            case KeyIndex(key=key):
+                return self.state.keys.get(key)
+            case _:
+                return UnknownRequest.of(request)
 
     def status(self) -> dict[str, Any]:
         return {"keys": dict(self.state.keys)}

@@ -51,28 +51,28 @@ class MemberPlacementError(BadArgument):
 def start_member(rt: Any, top: Any, spec: GroupSpec, node: str) -> None:
     """Start the log processes of a member of `spec`'s group on `node` under the log
     cluster's top supervisor (`start_log_cluster`'s pid)."""
-    which = rt.call(top, requests.which_children(), timeout=30)
+    which = rt.call(top, requests.WhichChildren(), timeout=30)
     if any(cid == f"node:{node}" for cid, _, _ in which):
         raise MemberPlacementError(f"{node} already runs log processes; a new member needs "
                                    "a node of its own for now")
-    reply = rt.call(top, requests.start_child(node_supervisor(node, member_children(
+    reply = rt.call(top, requests.StartChild(node_supervisor(node, member_children(
         node, [spec]))), timeout=60)
-    if reply[0] != "ok":
+    if not isinstance(reply, requests.ChildStarted):
         raise MemberPlacementError(f"could not start a member on {node}: {reply}")
 
 
 def stop_member(rt: Any, top: Any, spec: GroupSpec, node: str) -> None:
     """Stop `node`'s member once its removal committed: its node supervisor and all
     under it (the member is the node's only raft server, as `start_member` placed it)."""
-    sup = requests.child_pid(rt.call(top, requests.which_children(), timeout=30),
+    sup = requests.child_pid(rt.call(top, requests.WhichChildren(), timeout=30),
                              f"node:{node}")
     if sup is not None:
-        servers = [cid for cid, _, _ in rt.call(sup, requests.which_children(), timeout=30)
+        servers = [cid for cid, _, _ in rt.call(sup, requests.WhichChildren(), timeout=30)
                    if isinstance(cid, str) and cid.startswith("raft:")]
         if servers != [f"raft:{spec.group}"]:
             raise MemberPlacementError(f"{node} runs other raft servers too: {servers}")
-    for request in (requests.terminate_child(f"node:{node}"),
-                    requests.delete_child(f"node:{node}")):
+    for request in (requests.TerminateChild(f"node:{node}"),
+                    requests.DeleteChild(f"node:{node}")):
         rt.call(top, request, timeout=60)
 
 

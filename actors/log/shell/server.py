@@ -56,7 +56,7 @@ from sediment.actors.log.shell.applying import (
 from sediment.actors.log.shell.codec import from_stored, to_stored
 from sediment.actors.log.shell.conf_meta import from_meta
 from sediment.actors.log.shell.group_spec import GroupSpec as GroupSpec  # re-exported
-from sediment.actors.log.shell.hosted import HostedMachine, ra_kv
+from sediment.actors.log.shell.hosted import HostedMachine, KeyIndex, ra_kv
 from sediment.actors.log.shell.log_worker import (
     CompactionDone,
     DeleteSegments,
@@ -387,8 +387,8 @@ def _membership_status(state: RaftState) -> dict[str, Any]:
 def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
     """A local read of a key's value: its latest put's entry, wherever the log keeps it
     (memory, the WAL's memtable, or a segment)."""
-    found = shell.machine.query(("index", key))
-    index = found[1] if found[0] == "ok" else None
+    found = shell.machine.query(KeyIndex(key))
+    index = found if isinstance(found, int) else None
     ctx = shell.ctx
     if index is None:
         ctx.reply(call.from_, sp.Found(None))
