@@ -117,11 +117,12 @@ class TablesCluster:
         spec = GroupSpec(META_GROUP, names, data_dir, election_timeout=election_timeout,
                          snapshot_every=256, machine=MetastoreFactory(names))
         partitions = PartitionOptions(data_dir, election_timeout)
+        offsets = tuple(sorted((clock_offsets_ms or {}).items()))
         config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
-                                 partitions=partitions, clock_offsets_ms=tuple(sorted(
-                                     (clock_offsets_ms or {}).items())))
+                                 partitions=partitions, clock_offsets_ms=offsets)
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
-                                  CoordinatorProcessConfig(names, answer_timeout_ms))
+                                  CoordinatorProcessConfig(names, answer_timeout_ms,
+                                                           clock_offsets_ms=offsets))
         drivers = (coordinator,
                    LeaderChild(META_GROUP, "index-driver", INDEX_DRIVER, index_driver,
                                IndexDriverConfig(names)),
@@ -310,6 +311,15 @@ class TablesCluster:
         latest = self.versions().latest_version
         reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
                              Query(CatalogVersionQuery(latest)), self.timeout)
+        if isinstance(reply, Rejected):
+            raise reply.error
+        return reply
+
+    def catalog_version(self, version: int, node: str | None = None) -> Any:
+        """Catalog version `version` from a node's replica (`CatalogVersionCompacted`
+        below the snapshot, `CatalogVersionNotFound` above the latest)."""
+        reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
+                           Query(CatalogVersionQuery(version)), self.timeout)
         if isinstance(reply, Rejected):
             raise reply.error
         return reply

@@ -95,8 +95,10 @@ class _Activated:
 async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     """Process entry."""
     s = NodeState(ctx, config, lwm=lw.init(config.lwm))
-    s.incarnation = str(int(ctx.now() * 1_000_000))
     s.offset_ms = dict(config.clock_offsets_ms).get(s.me, 0)
+    # with the clock's offset: a cluster started again over the same files (a new
+    # simulator, whose time starts at 0 again) must not reuse transaction ids
+    s.incarnation = str(int(ctx.now() * 1_000_000) + s.offset_ms * 1000)
     s.safe = st.init(s.me, frozenset(config.nodes))
     await ctx.spawn(start_clock, s.me, config.nodes, ctx.self(), label="start-clock",
                     host=RAFT_HOST)
