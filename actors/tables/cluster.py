@@ -45,6 +45,7 @@ from sediment.actors.catalog.machine import (
 )
 from sediment.actors.catalog.metastore_machine import (
     AssignmentsQuery,
+    LowWatermarkQuery,
     MetastoreFactory,
     RebalancesQuery,
 )
@@ -458,6 +459,13 @@ class TablesCluster:
         self.poll_replay()
         self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
                            self.now())
+
+    def cluster_lwm(self) -> HybridTimestamp | None:
+        """The cluster's committed low watermark (a linearizable metastore read;
+        `catalog/cluster_lwm.py`)."""
+        value = GroupClient(self.rt, self.spec).read(LowWatermarkQuery(),
+                                                     timeout=self.timeout)[1]
+        return value if isinstance(value, HybridTimestamp) else None
 
     def versions(self) -> Any:
         return GroupClient(self.rt, self.spec).read(VersionsQuery(), timeout=self.timeout)[1]
