@@ -101,12 +101,14 @@ class TablesCluster:
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
               scale_down_after: float | None = None, runtime: Any = None,
               top_node: str = CONTROL_NODE,
-              clock_offsets_ms: Mapping[str, int] | None = None) -> TablesCluster:
+              clock_offsets_ms: Mapping[str, int] | None = None,
+              lock_wait: float = 0.0) -> TablesCluster:
         """`scale_down_after`: seconds a node must be gone before its replicas move
         (None, as Ignite's default: they never move for a node leaving). `top_node`:
         where the top supervisor runs (a node of `runtime`'s, when one is given).
         `clock_offsets_ms`: node -> ms added to its table node's physical clock (a
-        skewed clock)."""
+        skewed clock). `lock_wait`: seconds a writer meeting a live, pending holder's
+        intent or claim waits for it before failing (0: no-wait)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
@@ -120,7 +122,8 @@ class TablesCluster:
         partitions = PartitionOptions(data_dir, election_timeout)
         offsets = tuple(sorted((clock_offsets_ms or {}).items()))
         config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
-                                 partitions=partitions, clock_offsets_ms=offsets)
+                                 partitions=partitions, clock_offsets_ms=offsets,
+                                 lock_wait=lock_wait)
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
                                   CoordinatorProcessConfig(names, answer_timeout_ms,
                                                            clock_offsets_ms=offsets))

@@ -47,6 +47,9 @@ class TableNodeConfig:
     partitions: PartitionOptions | None = None
     intent_wait: float = 0.05  # seconds before asking again about a live tx's intent
     max_intent_waits: int = 200
+    # seconds a writer meeting a live, pending holder's intent or claim waits for it to
+    # end before failing (intent_resolver.py); 0: no-wait, it fails at once
+    lock_wait: float = 0.0
     safe_wait: float = 0.05  # seconds between clock requests of a read not yet safe
     max_safe_waits: int = 200
     # node -> milliseconds added to its physical clock: a skewed clock (tests, sim)
