@@ -4,7 +4,8 @@ Subcommands: ``demo`` (`sediment/demo.py`), ``run`` (scenario files or directori
 `sediment/sweep.py`), ``start`` and ``status`` (a local cluster,
 `sediment/local_cluster.py`), ``start --detach`` and ``stop`` (`sediment/detached.py`),
 ``catalog status`` (`sediment/catalog_status.py`), ``branches`` (repositories, branches
-and commits, `sediment/branches_cli.py`), ``inspect`` (a node's SQLite files,
+and commits, `sediment/branches_cli.py`), ``tables`` (zones, tables, indexes and rows in
+transactions, `sediment/tables_cli.py`), ``inspect`` (a node's SQLite files,
 `sediment/inspect_node.py`), ``version``. Every
 option's help shows its default.
 
@@ -177,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     cstatus.add_argument("--seed", type=int_at_least(0), default=0, help="the simulator's seed")
     cstatus.add_argument("--json", action="store_true", help="print the status as JSON")
 
+    from sediment import tables_cli
+
+    tables_cli.add_parser(sub, lambda p: _log_options(p, argparse.SUPPRESS))
+
     from sediment import inspect_node
 
     inspect_node.add_parser(sub, lambda p: _log_options(p, argparse.SUPPRESS), HelpFormatter)
@@ -318,6 +323,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from sediment import catalog_status
 
         return catalog_status.cmd_status(args)
+    if args.command == "tables":
+        from sediment import tables_cli
+
+        return tables_cli.cmd_tables(args)
     if args.command == "inspect":
         from sediment import inspect_node
 

@@ -61,6 +61,9 @@ class CoordinatorProcessConfig:
     nodes: tuple[str, ...]
     answer_timeout_ms: int = cc.ANSWER_TIMEOUT_MS
     topology_interval: float = 0.5
+    # node -> ms added to its table node's physical clock (TableNodeConfig's): the view's
+    # "now" is on the same clock as the watermark and the catalog's activations
+    clock_offsets_ms: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +124,9 @@ class _Coordinator:
                                                     Query(ViewQuery()), timeout=10)
         except CallError as err:
             return cc.ViewFailed(e.iteration, f"metastore unreadable: {err}")
-        return cc.ViewReady(e.iteration, CompactionView(log_, hts(self.now_ms()), assignments))
+        offset = dict(self.config.clock_offsets_ms).get(self.me, 0)
+        return cc.ViewReady(e.iteration, CompactionView(log_, hts(self.now_ms() + offset),
+                                                        assignments))
 
     async def propose(self, e: cc.ProposeCompaction) -> None:
         self.proposed_at[e.iteration] = self.ctx.now()

@@ -19,6 +19,11 @@ assignment keys:
 Every node reads the pending ones (`RebalancesQuery()`) and folds the oldest pin into
 its local minimum for catalog compaction (Ignite's RebalanceMinimumRequiredTimeProvider).
 
+The cluster's low watermark (`catalog/cluster_lwm.py`): `AdvanceLowWatermark(ts)` from
+the leader's table node sets it only if `ts` is above it (so it never moves back and a
+late duplicate is harmless) and answers `LowWatermarkAdvanced(lwm, advanced)`;
+`LowWatermarkQuery()` -> the committed value (None: never set).
+
 Queries beside the catalog's: `AssignmentsQuery()` -> {ZonePartition: nodes};
 `RebalancesQuery()` -> {ZonePartition: Pending}; `ViewQuery()` -> (the whole
 `CatalogLog`, the assignments), what the compaction coordinator decides on.
@@ -86,6 +91,22 @@ class CancelPending:
 
 
 @dataclass(frozen=True, slots=True)
+class AdvanceLowWatermark:
+    lwm: HybridTimestamp
+
+
+@dataclass(frozen=True, slots=True)
+class LowWatermarkAdvanced:
+    lwm: HybridTimestamp  # the committed value after the command
+    advanced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LowWatermarkQuery:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class AssignmentChanged:
     group: ZonePartition
     nodes: frozenset[str] | None  # the stable assignment now
@@ -111,12 +132,23 @@ class CatalogMetastore(CatalogMachine):
         self.nodes = tuple(nodes)
         self.assignments: dict[ZonePartition, frozenset[str]] = {}
         self.pending: dict[ZonePartition, Pending] = {}
+        self.lwm: HybridTimestamp | None = None
 
     def apply(self, entry: Entry) -> Any:
         cmd = entry.command
         if isinstance(cmd, SetPending | RecordStable | CancelPending):
             self.applied = entry.index
             return self._rebalance(cmd)
+        if isinstance(cmd, AdvanceLowWatermark):
+            self.applied = entry.index
+            proposed: Any = cmd.lwm  # a bad command is refused, nothing changed
+            if not isinstance(proposed, HybridTimestamp):
+                return Rejected(InvalidCommand(f"low watermark {proposed!r}"))
+            advanced = self.lwm is None or proposed > self.lwm
+            if advanced:
+                self.lwm = proposed
+            assert self.lwm is not None
+            return LowWatermarkAdvanced(self.lwm, advanced)
         result = super().apply(entry)
         if isinstance(result, DdlApplied):
             self.assignments = placed(self.log.latest, self.assignments, self.nodes)
@@ -145,7 +177,8 @@ class CatalogMetastore(CatalogMachine):
         rows = sorted([g.zone_id, g.partition, sorted(n)] for g, n in self.assignments.items())
         pending = sorted([g.zone_id, g.partition, sorted(p.target), p.catalog_version,
                           p.pin.value] for g, p in self.pending.items())
-        extra = json.dumps({"assignments": rows, "pending": pending},
+        lwm = None if self.lwm is None else self.lwm.value
+        extra = json.dumps({"assignments": rows, "pending": pending, "lwm": lwm},
                            separators=(",", ":")).encode()
         return struct.pack(">I", len(log_bytes)) + log_bytes + extra, live
 
@@ -160,6 +193,8 @@ class CatalogMetastore(CatalogMachine):
                             for z, p, n in extra["assignments"]}
         self.pending = {ZonePartition(z, p): Pending(frozenset(n), v, HybridTimestamp(pin))
                         for z, p, n, v, pin in extra["pending"]}
+        lwm = extra.get("lwm")  # absent in snapshots from before the cluster watermark
+        self.lwm = None if lwm is None else HybridTimestamp(lwm)
         self.applied = index
 
     def query(self, request: Any) -> Any:
@@ -167,13 +202,16 @@ class CatalogMetastore(CatalogMachine):
             return dict(self.assignments)
         if isinstance(request, RebalancesQuery):
             return dict(self.pending)
+        if isinstance(request, LowWatermarkQuery):
+            return self.lwm
         if isinstance(request, ViewQuery):
             return self.log, dict(self.assignments)
         return answer_query(self.log, request)
 
     def status(self) -> dict[str, Any]:
         return {**super().status(), "partitions": len(self.assignments),
-                "rebalances": len(self.pending)}
+                "rebalances": len(self.pending),
+                "lwm": None if self.lwm is None else self.lwm.value}
 
 
 @dataclass(frozen=True)
@@ -186,6 +224,7 @@ class MetastoreFactory:
         return CatalogMetastore(group_dir, self.nodes)
 
 
-__all__ = ["AssignmentChanged", "Assignments", "AssignmentsQuery", "CancelPending",
-           "CatalogMetastore", "MetastoreFactory", "Pending", "RebalancesQuery", "RecordStable",
-           "SetPending", "ViewQuery", "placed"]
+__all__ = ["AdvanceLowWatermark", "AssignmentChanged", "Assignments", "AssignmentsQuery",
+           "CancelPending", "CatalogMetastore", "LowWatermarkAdvanced", "LowWatermarkQuery",
+           "MetastoreFactory", "Pending", "RebalancesQuery", "RecordStable", "SetPending",
+           "ViewQuery", "placed"]

@@ -45,6 +45,7 @@ from sediment.actors.catalog.machine import (
 )
 from sediment.actors.catalog.metastore_machine import (
     AssignmentsQuery,
+    LowWatermarkQuery,
     MetastoreFactory,
     RebalancesQuery,
 )
@@ -100,12 +101,14 @@ class TablesCluster:
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
               scale_down_after: float | None = None, runtime: Any = None,
               top_node: str = CONTROL_NODE,
-              clock_offsets_ms: Mapping[str, int] | None = None) -> TablesCluster:
+              clock_offsets_ms: Mapping[str, int] | None = None,
+              lock_wait: float = 0.0) -> TablesCluster:
         """`scale_down_after`: seconds a node must be gone before its replicas move
         (None, as Ignite's default: they never move for a node leaving). `top_node`:
         where the top supervisor runs (a node of `runtime`'s, when one is given).
         `clock_offsets_ms`: node -> ms added to its table node's physical clock (a
-        skewed clock)."""
+        skewed clock). `lock_wait`: seconds a writer meeting a live, pending holder's
+        intent or claim waits for it before failing (0: no-wait)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")
@@ -117,11 +120,13 @@ class TablesCluster:
         spec = GroupSpec(META_GROUP, names, data_dir, election_timeout=election_timeout,
                          snapshot_every=256, machine=MetastoreFactory(names))
         partitions = PartitionOptions(data_dir, election_timeout)
+        offsets = tuple(sorted((clock_offsets_ms or {}).items()))
         config = TableNodeConfig(names, data_dir, lwm=lwm, ddl_delay_ms=ddl_delay_ms,
-                                 partitions=partitions, clock_offsets_ms=tuple(sorted(
-                                     (clock_offsets_ms or {}).items())))
+                                 partitions=partitions, clock_offsets_ms=offsets,
+                                 lock_wait=lock_wait)
         coordinator = LeaderChild(META_GROUP, "coordinator", COORDINATOR, coordinator_process,
-                                  CoordinatorProcessConfig(names, answer_timeout_ms))
+                                  CoordinatorProcessConfig(names, answer_timeout_ms,
+                                                           clock_offsets_ms=offsets))
         drivers = (coordinator,
                    LeaderChild(META_GROUP, "index-driver", INDEX_DRIVER, index_driver,
                                IndexDriverConfig(names)),
@@ -314,6 +319,15 @@ class TablesCluster:
             raise reply.error
         return reply
 
+    def catalog_version(self, version: int, node: str | None = None) -> Any:
+        """Catalog version `version` from a node's replica (`CatalogVersionCompacted`
+        below the snapshot, `CatalogVersionNotFound` above the latest)."""
+        reply = self._call(raft_name(META_GROUP, node or self.nodes[0]),
+                           Query(CatalogVersionQuery(version)), self.timeout)
+        if isinstance(reply, Rejected):
+            raise reply.error
+        return reply
+
     def index(self, name: str) -> Any:
         """The index's descriptor in the latest catalog; IndexNotFound if none."""
         found = self.catalog().index_named(name)
@@ -448,6 +462,13 @@ class TablesCluster:
         self.poll_replay()
         self.recorder.poll(self.coordinator_status(), self.versions().earliest_version,
                            self.now())
+
+    def cluster_lwm(self) -> HybridTimestamp | None:
+        """The cluster's committed low watermark (a linearizable metastore read;
+        `catalog/cluster_lwm.py`)."""
+        value = GroupClient(self.rt, self.spec).read(LowWatermarkQuery(),
+                                                     timeout=self.timeout)[1]
+        return value if isinstance(value, HybridTimestamp) else None
 
     def versions(self) -> Any:
         return GroupClient(self.rt, self.spec).read(VersionsQuery(), timeout=self.timeout)[1]

@@ -10,12 +10,24 @@ intent's commit partition decides; with no record there, the coordinator is aske
 whether it still runs the transaction (`tx_alive`), and if not the resolver records the
 abort (`RecoverTxCmd`) and cleans the intent up (`node_reads.resolve_intent_on`). Then
 it sends the refused requests again, once, and their answer goes back to the node under
-the task tag the node gave it, as if the first try had answered it. Only a holder that
-is alive and pending makes the write fail (no-wait): the refusal goes back unchanged.
+the task tag the node gave it, as if the first try had answered it.
+
+A holder that is alive and pending makes the write fail with the first refusal
+unchanged: at once with `lock_wait` 0 (no-wait, the default), else after the resolver
+asked again (every `intent_wait` doubling up to 8x) for up to `lock_wait` seconds, as a
+database whose writers wait on a lock would. If the holder aborts meanwhile the retried
+write succeeds; if it commits, the retry meets a version committed after the writer
+began, a `WriteConflict` (first committer wins). The waiting is the writer's, not a
+queue in the partition: a partition is a raft machine that answers each command when
+it applies, so a queue there would need answers deferred past apply (the raft shell's
+change) or a leader-local lock table lost at every leader change; so waiters are not
+served in arrival order, and two transactions waiting on each other's intents both fail
+when their waits end (no deadlock detection, the timeout breaks it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sediment import log
@@ -51,19 +63,35 @@ async def resolve_and_retry(s: NodeState, group: ZonePartition, key: RowKey,
     latest = await catalog_log_now(s)  # a finder's cleanup carries the current version
     plan = ReadPlan(key[0], (group,), dict(s.assignments), ts=MAX,
                     catalog_version=catalog_log.active_version(latest, s.now()))
+    wait = Wait(s.config.lock_wait, s.config.intent_wait)
     await s.ctx.spawn(_resolver, plan, group, key, requests, refused, s.ctx.self(),
-                      s.next_tag(retry), label="intent-resolver", host=RAFT_HOST)
+                      s.next_tag(retry), wait, label="intent-resolver", host=RAFT_HOST)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """How long (seconds) to wait for a live, pending holder, and the first pause."""
+
+    total: float = 0.0
+    first: float = 0.05
 
 
 async def _resolver(ctx: Process, plan: ReadPlan, group: ZonePartition, key: RowKey,
                     requests: tuple[Propose | ReadIndex, ...], refused: Any, reply_to: Pid,
-                    tag: int) -> None:
+                    tag: int, wait: Wait = Wait()) -> None:
     """Process entry."""
-    try:
-        resolved = await resolve_intent_on(ctx, plan, group, key)
-    except Exception as err:  # noqa: BLE001 (unresolved: the refusal stands)
-        _logger.info("intent not resolved", group=str(group), error=str(err)[:200])
-        resolved = False
+    deadline = ctx.now() + wait.total
+    pause = max(wait.first, 0.001)
+    while True:
+        try:
+            resolved = await resolve_intent_on(ctx, plan, group, key)
+        except Exception as err:  # noqa: BLE001 (unresolved: the refusal stands)
+            _logger.info("intent not resolved", group=str(group), error=str(err)[:200])
+            resolved = False
+        if resolved or ctx.now() >= deadline:
+            break
+        await ctx.sleep(min(pause, max(0.0, deadline - ctx.now())))
+        pause = min(pause * 2, wait.first * 8)
     if not resolved:
         ctx.send(reply_to, TaskDone(tag, True, (refused,)))
         return
@@ -71,4 +99,4 @@ async def _resolver(ctx: Process, plan: ReadPlan, group: ZonePartition, key: Row
     await group_task(ctx, partition_group(group), nodes, requests, reply_to, tag)
 
 
-__all__ = ["met_intent", "resolve_and_retry"]
+__all__ = ["Wait", "met_intent", "resolve_and_retry"]

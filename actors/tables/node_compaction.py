@@ -1,25 +1,32 @@
 """The table node's part in catalog compaction and garbage collection (docs/catalog.md
 §7 step 3): it answers the coordinator's `MinTimesAsk` (`compaction_participant`), on
 `PrepareUpdateTxBeginTime` stores the global active-tx minimum in the partitions it
-leads, and advances its low watermark (persisted before it is announced), telling its
-subscribers and proposing `GcCmd` to the partitions it leads."""
+leads, and follows the cluster's low watermark (`cluster_lwm`: proposed by the node
+whose metastore member leads, committed in the metastore, adopted by every node), its
+own copy persisted before it is announced, telling its subscribers and proposing
+`GcCmd` to the partitions it leads."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sediment.actors.catalog import catalog_log, compaction_participant
+from sediment.actors.catalog import catalog_log, cluster_lwm, compaction_participant
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.compaction_messages import MinTimesRequest
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.catalog.metastore_machine import RebalancesQuery
+from sediment.actors.catalog.metastore_machine import (
+    AdvanceLowWatermark,
+    LowWatermarkAdvanced,
+    LowWatermarkQuery,
+    RebalancesQuery,
+)
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import active_txs, min_tx_time, named_pids
-from sediment.actors.tables.group_task import spawn_task
-from sediment.actors.tables.names import partition_group
+from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables.names import META_GROUP, partition_group
 from sediment.actors.tables.node_partitions import leads
 from sediment.actors.tables.node_protocol import LwmChanged
 from sediment.actors.tables.node_state import (
@@ -97,6 +104,43 @@ async def lwm_event(s: NodeState, event: lw.Event) -> None:
             s.ctx.send_after(delay, s.ctx.self(), LwmTick(e.at_physical_ms))
 
 
+LWM_TAG = "cluster-lwm"
+
+
+async def lwm_tick(s: NodeState) -> None:
+    """The update interval: the leader proposes, every node reads the committed value."""
+    leading = await leads(s, META_GROUP)
+    await cluster_lwm_event(s, cluster_lwm.Tick(s.now(), s.physical_ms(), leading))
+
+
+async def lwm_proposed(s: NodeState, done: TaskDone) -> None:
+    result = done.results[0] if done.ok and done.results else None
+    committed = result.lwm if isinstance(result, LowWatermarkAdvanced) else None
+    await cluster_lwm_event(s, cluster_lwm.ProposalDone(committed))
+
+
+async def cluster_lwm_event(s: NodeState, event: cluster_lwm.Event) -> None:
+    """Step the cluster watermark's core and execute its effects (an adopted value goes
+    to the node's own core as `Propose`: it still waits above local read locks)."""
+    s.clwm, effects = cluster_lwm.step(s.clwm, event)
+    for e in effects:
+        if isinstance(e, cluster_lwm.ReadCommitted):
+            try:
+                committed = await meta_query(s, LowWatermarkQuery())
+            except CallError:
+                continue  # the local replica restarting: the next tick reads again
+            await cluster_lwm_event(s, cluster_lwm.Committed(
+                committed if isinstance(committed, HybridTimestamp) else None))
+        elif isinstance(e, cluster_lwm.ProposeLwm):
+            await spawn_task(s.ctx, META_GROUP, (s.me,), (Propose(AdvanceLowWatermark(e.lwm)),),
+                             s.next_tag((LWM_TAG,)))
+        elif isinstance(e, cluster_lwm.Adopt):
+            await lwm_event(s, lw.Propose(e.lwm))
+        elif isinstance(e, cluster_lwm.SetTimer):
+            delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
+            s.ctx.send_after(delay, s.ctx.self(), LwmTick(e.at_physical_ms))
+
+
 async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
     """On a new low watermark, propose `GcCmd` to the partitions this node leads: row
     versions no read at or above the watermark can see go, and so do the rows of tables
@@ -122,4 +166,5 @@ async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
                              (Propose(command),), s.next_tag(("gc", group)))
 
 
-__all__ = ["LwmTick", "lwm_event", "min_times", "prepare_tx_time"]
+__all__ = ["LWM_TAG", "LwmTick", "cluster_lwm_event", "lwm_event", "lwm_proposed", "lwm_tick",
+           "min_times", "prepare_tx_time"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sediment.actors.catalog import catalog_log, hlc
+from sediment.actors.catalog import catalog_log, cluster_lwm, hlc
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.catalog_log import CatalogLog
 from sediment.actors.catalog.descriptors import Catalog, ZonePartition
@@ -47,6 +47,9 @@ class TableNodeConfig:
     partitions: PartitionOptions | None = None
     intent_wait: float = 0.05  # seconds before asking again about a live tx's intent
     max_intent_waits: int = 200
+    # seconds a writer meeting a live, pending holder's intent or claim waits for it to
+    # end before failing (intent_resolver.py); 0: no-wait, it fails at once
+    lock_wait: float = 0.0
     safe_wait: float = 0.05  # seconds between clock requests of a read not yet safe
     max_safe_waits: int = 200
     # node -> milliseconds added to its physical clock: a skewed clock (tests, sim)
@@ -77,6 +80,9 @@ class NodeState:
     collector: min_tx_time.MinTimeCollector = field(default_factory=min_tx_time.MinTimeCollector)
     lwm: lw.LowWatermarkState = field(default_factory=lambda: lw.init(lw.LowWatermarkConfig()))
     lwm_subscribers: list[Pid] = field(default_factory=list)
+    # the cluster's agreed watermark, which feeds `lwm` (catalog/cluster_lwm.py)
+    clwm: cluster_lwm.ClusterLwmState = field(
+        default_factory=lambda: cluster_lwm.init(lw.LowWatermarkConfig()))
     assignments: Mapping[ZonePartition, frozenset[str]] = field(default_factory=dict)
     started: set[ZonePartition] = field(default_factory=set)
     tasks: dict[int, Any] = field(default_factory=dict)  # task tag -> what it was for

@@ -12,7 +12,8 @@ watermark and the collector of its partitions' published minimum tx times. It:
   clock, proposes, and answers once the new version is active plus the maximum clock
   skew (Ignite's awaitVersionActivation, rule 8);
 - answers the compaction coordinator, stores the global active-tx minimum in the
-  partitions it leads and advances its low watermark (`node_compaction.py`);
+  partitions it leads and follows the cluster's low watermark, proposing it while its
+  node leads the metastore group (`node_compaction.py`, `catalog/cluster_lwm.py`);
 - hands reads to reader processes (`node_reads.py`).
 
 A call that fails is answered `Failed(a CatalogError)`; nothing changed.
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment import log
-from sediment.actors.catalog import catalog_log, ddl
+from sediment.actors.catalog import catalog_log, cluster_lwm, ddl
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.compaction_messages import PrepareUpdateTxBeginTime
 from sediment.actors.catalog.descriptors import Catalog, IndexStatus
@@ -37,6 +38,7 @@ from sediment.actors.catalog.errors import (
 )
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, VersionsQuery
+from sediment.actors.catalog.metastore_machine import LowWatermarkQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.actors.tables import (
@@ -57,7 +59,16 @@ from sediment.actors.tables.errors import (
 )
 from sediment.actors.tables.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP
-from sediment.actors.tables.node_compaction import LwmTick, lwm_event, min_times, prepare_tx_time
+from sediment.actors.tables.node_compaction import (
+    LWM_TAG,
+    LwmTick,
+    cluster_lwm_event,
+    lwm_event,
+    lwm_proposed,
+    lwm_tick,
+    min_times,
+    prepare_tx_time,
+)
 from sediment.actors.tables.node_partitions import ensure
 from sediment.actors.tables.node_reads import ReadPlan, reader
 from sediment.actors.tables.node_safe_time import ClockHeard, may_observe, start_clock
@@ -94,16 +105,23 @@ class _Activated:
 
 async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     """Process entry."""
-    s = NodeState(ctx, config, lwm=lw.init(config.lwm))
-    s.incarnation = str(int(ctx.now() * 1_000_000))
+    s = NodeState(ctx, config, lwm=lw.init(config.lwm), clwm=cluster_lwm.init(config.lwm))
     s.offset_ms = dict(config.clock_offsets_ms).get(s.me, 0)
+    # with the clock's offset: a cluster started again over the same files (a new
+    # simulator, whose time starts at 0 again) must not reuse transaction ids
+    s.incarnation = str(int(ctx.now() * 1_000_000) + s.offset_ms * 1000)
     s.safe = st.init(s.me, frozenset(config.nodes))
     await ctx.spawn(start_clock, s.me, config.nodes, ctx.self(), label="start-clock",
                     host=RAFT_HOST)
     await _catch_up(s)
     versions = await meta_query(s, VersionsQuery())
-    await lwm_event(s, lw.Start(s.physical_ms(), load_lwm(s.lwm_path()),
-                                versions.earliest_activation))
+    # the cluster's committed watermark survives the node's own file (cluster_lwm.py)
+    committed = await meta_query(s, LowWatermarkQuery())
+    committed = committed if isinstance(committed, HybridTimestamp) else None
+    stored = max((t for t in (load_lwm(s.lwm_path()), committed) if t is not None),
+                 default=None)
+    await lwm_event(s, lw.Start(s.physical_ms(), stored, versions.earliest_activation))
+    await cluster_lwm_event(s, cluster_lwm.Committed(committed))
     await ensure(s)
     ctx.send_after(config.ensure_interval, ctx.self(), _Ensure())
     _logger.info("table node up", node=s.me, lwm=str(s.lwm.lwm), at=ctx.now())
@@ -132,6 +150,8 @@ async def _handle(s: NodeState, msg: Any) -> None:
             await _ddl_done(s, what[1], msg)
         elif isinstance(what, tuple) and what[0] == unique_writes.TAG:
             await unique_writes.on_read(s, what, msg)
+        elif isinstance(what, tuple) and what[0] == LWM_TAG:
+            await lwm_proposed(s, msg)
         elif isinstance(what, tuple) and what[0] == "floor" and not msg.ok:
             s.floor_sent.pop(what[1], None)  # not taken: the next look proposes again
     elif isinstance(msg, ClockHeard):
@@ -145,7 +165,7 @@ async def _handle(s: NodeState, msg: Any) -> None:
         await ensure(s)
         ctx.send_after(s.config.ensure_interval, ctx.self(), _Ensure())
     elif isinstance(msg, LwmTick):
-        await lwm_event(s, lw.Tick(s.now(), s.physical_ms()))
+        await lwm_tick(s)
     elif isinstance(msg, p.MinTimesAsk):
         await min_times(s, msg.request, msg.reply_to)
     elif isinstance(msg, PrepareUpdateTxBeginTime):
