@@ -24,7 +24,6 @@ from sediment.actors.log.shell.protocol import (
 )
 from sediment.runtime.errors import CallError
 
-
 COMPACT_TRIES = 8  # compactions asked of an armed worker before the test gives up
 
 
