@@ -2,7 +2,8 @@
 which refusals name a resolvable intent, by table; on sim, a row intent left by a
 coordinator that was killed no longer blocks the row: a later writer succeeds at once
 with no read first, and so does a read inside a transaction, while a holder that is
-alive and pending still makes a writer fail (no-wait)."""
+alive and pending still makes a writer fail once the writer's bounded wait is over
+(`lock_wait`, on by default: the holder here stays pending through it)."""
 
 from __future__ import annotations
 

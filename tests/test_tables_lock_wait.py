@@ -4,7 +4,9 @@ writer's write then succeeds (fails with no-wait: the write is refused at once);
 holder commits meanwhile and the writer gets `WriteConflict` (first committer wins);
 the holder stays pending past the wait and the writer gets the same `WriteConflict`
 naming it; the same for a unique index's pending claim (`UniqueConstraintViolation`,
-`pending`), which succeeds once its holder rolls back. Both checks pass."""
+`pending`), which succeeds once its holder rolls back. Both checks pass. The wait is on
+by default (`DEFAULT_LOCK_WAIT`): a cluster started without `lock_wait` waits too, and
+`lock_wait=0` (no-wait) refuses at once."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import UniqueConstraintViolation, WriteConflict
 from sediment.actors.tables.names import table_node_name
+from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT
 from sediment.actors.tables.transaction import Transaction
 from sediment.runtime.process import Process
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
@@ -26,9 +29,10 @@ from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 WAIT = 2.0
 
 
-def _start(tmp_path: Path, lock_wait: float) -> TablesCluster:
-    c = TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=5,
-                            lock_wait=lock_wait)
+def _start(tmp_path: Path, lock_wait: float | None) -> TablesCluster:
+    """`lock_wait` None: the cluster's default."""
+    waits = {} if lock_wait is None else {"lock_wait": lock_wait}
+    c = TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=5, **waits)
     c.create_zone("Z", partitions=4, replicas=2)
     c.create_table("T", "Z", [("k", "int", False), ("v", "int")], ["k"])
     return c
@@ -137,5 +141,28 @@ def test_no_wait_refuses_at_once(tmp_path: Path) -> None:
         assert eventually(c.rt, lambda: bool(out), timeout=10)
         assert isinstance(out[0], p.Failed) and isinstance(out[0].error, WriteConflict)
         holder.rollback()
+    finally:
+        c.stop()
+
+
+def test_the_wait_is_on_by_default(tmp_path: Path) -> None:
+    """No `lock_wait` given: the writer waits (fails with no-wait, above) and goes
+    through once its holder rolls back."""
+    assert DEFAULT_LOCK_WAIT > 0
+    c = _start(tmp_path, None)
+    try:
+        assert c.config.lock_wait == DEFAULT_LOCK_WAIT
+        holder = c.begin("n2")
+        holder.insert("T", {"k": 1, "v": 1})
+        writer = c.begin("n1")
+        out: list[Any] = []
+        _write_in_background(c, writer, {"k": 1, "v": 2}, out)
+        c.rt.sleep(DEFAULT_LOCK_WAIT / 4)
+        assert out == []  # still waiting
+        holder.rollback()
+        assert eventually(c.rt, lambda: bool(out), timeout=10)
+        assert isinstance(out[0], p.Written), out
+        assert writer.commit()
+        assert c.get("T", (1,)) == {"k": 1, "v": 2}
     finally:
         c.stop()

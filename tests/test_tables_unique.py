@@ -283,7 +283,8 @@ def test_duplicates_are_refused_across_partitions_and_nothing_changes(
     with pytest.raises(UniqueConstraintViolation):
         tx.insert("T", {"k": 41, "e": "same"})
     assert not tx.commit()
-    # a pending holder: no-wait, the second writer fails at once
+    # a pending holder: the second writer fails after its bounded wait (lock_wait, on by
+    # default), the holder staying pending through it
     first, second = c.begin("n1"), c.begin("n3")
     first.insert("T", {"k": 50, "e": "race"})
     with pytest.raises(UniqueConstraintViolation) as err:
@@ -354,7 +355,7 @@ def test_a_dead_coordinators_pending_claim_is_resolved(cluster: TablesCluster) -
     assert eventually(c.rt, lambda: c.node_status("n2") is not None, timeout=30)
     commit_rows(c, "n1", (2, "held"))  # the first writer, with no read before
     assert emails(c) == {2: "held"}  # the dead transaction aborted, row 1 never came
-    held = c.begin("n3")  # a live pending claim still refuses (no-wait)
+    held = c.begin("n3")  # a live pending claim still refuses (after the bounded wait)
     held.insert("T", {"k": 3, "e": "live"})
     with pytest.raises(UniqueConstraintViolation) as err:
         commit_rows(c, "n1", (4, "live"))

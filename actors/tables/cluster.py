@@ -65,7 +65,7 @@ from sediment.actors.tables.names import (
     REBALANCE_DRIVER,
     table_node_name,
 )
-from sediment.actors.tables.node_state import TableNodeConfig
+from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT, TableNodeConfig
 from sediment.actors.tables.node_tree import node_tree
 from sediment.actors.tables.partition_members import PartitionOptions
 from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
@@ -102,13 +102,14 @@ class TablesCluster:
               scale_down_after: float | None = None, runtime: Any = None,
               top_node: str = CONTROL_NODE,
               clock_offsets_ms: Mapping[str, int] | None = None,
-              lock_wait: float = 0.0) -> TablesCluster:
+              lock_wait: float = DEFAULT_LOCK_WAIT) -> TablesCluster:
         """`scale_down_after`: seconds a node must be gone before its replicas move
         (None, as Ignite's default: they never move for a node leaving). `top_node`:
         where the top supervisor runs (a node of `runtime`'s, when one is given).
         `clock_offsets_ms`: node -> ms added to its table node's physical clock (a
         skewed clock). `lock_wait`: seconds a writer meeting a live, pending holder's
-        intent or claim waits for it before failing (0: no-wait)."""
+        intent or claim waits for it before failing (default 1 s, bounded; 0: no-wait,
+        it fails at once)."""
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-tables-")

@@ -13,9 +13,10 @@ it sends the refused requests again, once, and their answer goes back to the nod
 the task tag the node gave it, as if the first try had answered it.
 
 A holder that is alive and pending makes the write fail with the first refusal
-unchanged: at once with `lock_wait` 0 (no-wait, the default), else after the resolver
-asked again (every `intent_wait` doubling up to 8x) for up to `lock_wait` seconds, as a
-database whose writers wait on a lock would. If the holder aborts meanwhile the retried
+unchanged: after the resolver asked again (every `intent_wait` doubling up to 8x) for
+up to `lock_wait` seconds (1 s by default, `node_state.DEFAULT_LOCK_WAIT`), as a
+database whose writers wait on a lock with a timeout would; at once with `lock_wait` 0
+(no-wait). If the holder aborts meanwhile the retried
 write succeeds; if it commits, the retry meets a version committed after the writer
 began, a `WriteConflict` (first committer wins). The waiting is the writer's, not a
 queue in the partition: a partition is a raft machine that answers each command when

@@ -35,6 +35,13 @@ from sediment.runtime.messages import CallRef
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 
+# A writer's bounded wait on a live holder (seconds): far above one transaction's
+# latency (tens of ms on sim, ~30 ms on Ray), so a holder that commits or rolls back
+# promptly is waited for, and far below the clients' call timeouts, so a holder that
+# stays pending (a long transaction, two writers waiting on each other) fails the
+# writer within a second instead of holding it.
+DEFAULT_LOCK_WAIT = 1.0
+
 
 @dataclass(frozen=True)
 class TableNodeConfig:
@@ -48,8 +55,9 @@ class TableNodeConfig:
     intent_wait: float = 0.05  # seconds before asking again about a live tx's intent
     max_intent_waits: int = 200
     # seconds a writer meeting a live, pending holder's intent or claim waits for it to
-    # end before failing (intent_resolver.py); 0: no-wait, it fails at once
-    lock_wait: float = 0.0
+    # end before failing (intent_resolver.py; docs/catalog.md §4 says why this bound);
+    # 0: no-wait, it fails at once
+    lock_wait: float = DEFAULT_LOCK_WAIT
     safe_wait: float = 0.05  # seconds between clock requests of a read not yet safe
     max_safe_waits: int = 200
     # node -> milliseconds added to its physical clock: a skewed clock (tests, sim)
