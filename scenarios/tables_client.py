@@ -52,7 +52,8 @@ class TakeRecords:
 
 @dataclass(frozen=True)
 class ClientRecords:
-    """What a client saw, and its counts of outcomes ("tx:ok", "ddl:CallTimeout", ...)."""
+    """What a client saw, and its counts of outcomes ("tx:ok", "ddl:CallTimeout", ...;
+    each write of a transaction too: "write:ok", "write:WriteConflict", ...)."""
 
     recorder: Recorder
     outcomes: dict[str, int]
@@ -116,6 +117,9 @@ class _Client:
             raise reply.error
         return reply
 
+    def _count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
     async def one(self, op: str) -> None:
         self.n += 1
         if op == "tx":
@@ -138,8 +142,10 @@ class _Client:
                 alive_at = self.ctx.now()
                 try:
                     await self.call(node, p.Write(tx_id, TABLE, row))
-                except CatalogError:  # a conflict: the transaction aborts at its end
+                except CatalogError as err:  # a conflict: the transaction aborts at its end
+                    self._count(f"write:{type(err).__name__}")
                     break
+                self._count("write:ok")
                 self.rec.write(tx_id, (self.cfg.table_id, (k,)), row)
             finish = p.Commit(tx_id) if self.rng.random() < 0.9 else p.Rollback(tx_id)
             alive_at = self.ctx.now()

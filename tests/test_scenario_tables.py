@@ -19,7 +19,8 @@ from sediment.scenarios.tables_tier import TIER_CHECK
 FILES = Path(__file__).resolve().parents[1] / "scenarios" / "tables"
 SEEDS = int(os.environ.get("SEDIMENT_SCENARIO_SEEDS", "1"))
 NAMES = ("tables-coordinator-killed-mid-compaction", "tables-long-transaction-and-index-build",
-         "tables-rebalance-and-dropped-zone", "tables-node-stopped-past-its-watermark")
+         "tables-rebalance-and-dropped-zone", "tables-node-stopped-past-its-watermark",
+         "tables-contended-rows")
 TABLE_CHECKS = ("catalog_compaction_safety", "catalog_atomic_visibility", TIER_CHECK)
 
 
@@ -137,6 +138,20 @@ def test_a_node_stopped_then_a_node_killed(seed: int, tmp_path: Path) -> None:
     outcomes = note(r, "tables coordinator outcomes")
     assert count(outcomes, "nodes_missing") >= 1, outcomes
     assert any("restarted" in n for n in r.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_contended_rows_with_the_bounded_lock_wait(seed: int, tmp_path: Path) -> None:
+    """Four clients on three rows: writers met live holders (some waited through, some
+    were refused), transactions still committed, compaction ran, both kills landed."""
+    r = run(NAMES[4], seed, tmp_path)
+    clients = note(r, "tables clients")
+    assert count(clients, "write:WriteConflict") >= 1, clients  # contention happened
+    assert count(clients, "write:ok") >= 10 and count(clients, "tx:ok") >= 10, clients
+    assert count(note(r, "tables coordinator outcomes"), "compacted") >= 1
+    events = [n for n in r.notes if n.startswith("tables event:")]
+    assert sum("killed" in n for n in events) == 2, events
 
 
 def test_table_nodes_that_hide_their_transactions_are_caught(
