@@ -6,6 +6,14 @@ coordinator with its participants. Messages sit in a pool delivered in random or
 processes, no clock, no I/O: a seed replays exactly. It records a `CatalogHistory` for
 the checkers.
 
+The low watermark is the cluster's one value, as the table nodes keep it
+(`catalog/cluster_lwm.py`, `tables/node_compaction.py`): on each node's update interval
+the node whose metastore member leads proposes `AdvanceLowWatermark` (a pool message:
+applied to the metastore's committed value only if it moves it forward, answered late
+or lost with a crash), every node reads the committed value and adopts it into its own
+`low_watermark` core, and a restarted node starts from max(its stored value, the
+committed one). `unsafe="own_lwm"` makes each node tick its own instead, as before.
+
 What the shells will have to do is done here by hand, and the rules they must keep are
 the ones marked RULE below (docs/catalog.md repeats them).
 """
@@ -16,7 +24,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from sediment.actors.catalog import catalog_log, ddl, hlc
+from sediment.actors.catalog import catalog_log, cluster_lwm, ddl, hlc
 from sediment.actors.catalog import compaction_coordinator as cc
 from sediment.actors.catalog import compaction_participant as participant
 from sediment.actors.catalog import low_watermark as lw
@@ -64,6 +72,7 @@ class Node:
     collector: min_tx_time.MinTimeCollector = field(default_factory=min_tx_time.MinTimeCollector)
     lwm: lw.LowWatermarkState = field(default_factory=lambda: lw.init(LWM))
     stored_lwm: HybridTimestamp | None = None
+    clwm: cluster_lwm.ClusterLwmState = field(default_factory=lambda: cluster_lwm.init(LWM))
     coord: cc.CoordinatorState = field(init=False)
     next_tick: int = 0
 
@@ -95,6 +104,10 @@ class World:
         self.parts: dict[ZonePartition, partition.PartitionState] = {}
         self.assignments: dict[ZonePartition, frozenset[str]] = {}
         self.leader = "n1"
+        self.committed_lwm: HybridTimestamp | None = None  # the metastore's (cluster_lwm)
+        self.lwm_committed: list[HybridTimestamp] = []  # each value it took, in order
+        # (node, the value it announced, the committed value then)
+        self.lwm_seen: list[tuple[str, HybridTimestamp, HybridTimestamp | None]] = []
         self.txs: dict[str, Tx] = {}
         self.pool: list[tuple[Any, ...]] = []
         self.builds: dict[int, tuple[index_build.IndexBuild, float, str]] = {}
@@ -297,9 +310,43 @@ class World:
             if isinstance(e, lw.Persist):
                 node.stored_lwm = e.lwm
             elif isinstance(e, lw.Changed):
+                # what the node announced, beside the cluster's value then
+                self.lwm_seen.append((node.name, e.lwm, self.committed_lwm))
                 self._coord(node, cc.LowWatermarkChanged(e.lwm, self.now_ms))
             elif isinstance(e, lw.SetTimer):
                 node.next_tick = e.at_physical_ms
+
+    def lwm_tick(self, node: Node) -> None:
+        """The node's update interval. RULE: the low watermark is the cluster's value,
+        proposed by the metastore leader's node and adopted by every node from its
+        replica (cluster_lwm.py); the node's own core only waits above its read locks."""
+        if self.unsafe == "own_lwm":  # the old way: each node's clock sets its own
+            self._lwm(node, lw.Tick(self.hnow(node), self.now_ms))
+            return
+        self._clwm(node, cluster_lwm.Tick(self.hnow(node), self.now_ms,
+                                          node.name == self.leader))
+
+    def _clwm(self, node: Node, event: cluster_lwm.Event) -> None:
+        node.clwm, effects = cluster_lwm.step(node.clwm, event)
+        for e in effects:
+            if isinstance(e, cluster_lwm.ReadCommitted):  # the local replica's value
+                self._clwm(node, cluster_lwm.Committed(self.committed_lwm))
+            elif isinstance(e, cluster_lwm.ProposeLwm):  # through the metastore group
+                self.pool.append(("lwm", node.name, node.incarnation, e.lwm))
+            elif isinstance(e, cluster_lwm.Adopt):
+                self._lwm(node, lw.Propose(e.lwm))
+            elif isinstance(e, cluster_lwm.SetTimer):
+                node.next_tick = e.at_physical_ms
+
+    def deliver_lwm(self, name: str, incarnation: int, proposed: HybridTimestamp) -> None:
+        """`AdvanceLowWatermark` applied by the metastore (only forward), answered to the
+        proposer if it still runs (else the answer is lost: its next tick retries)."""
+        if self.committed_lwm is None or proposed > self.committed_lwm:
+            self.committed_lwm = proposed
+            self.lwm_committed.append(proposed)
+        node = self.nodes[name]
+        if node.up and node.incarnation == incarnation:
+            self._clwm(node, cluster_lwm.ProposalDone(self.committed_lwm))
 
     def _coord(self, node: Node, event: cc.Event) -> None:
         node.coord, effects = cc.step(node.coord, event, self.now_ms)
@@ -429,6 +476,7 @@ class World:
         node.txs = active_txs.ActiveTxs()
         node.coord = cc.init(node.coord.config)
         node.lwm = lw.init(LWM)
+        node.clwm = cluster_lwm.init(LWM)
         collector = min_tx_time.MinTimeCollector()
         for group, holders in self.assignments.items():
             if node.name in holders:
@@ -441,7 +489,13 @@ class World:
         for n in self.up():
             self._coord(n, cc.TopologyChanged(topology))
         self._coord(node, cc.CoordinatorChanged(self.leader, self.now_ms))
-        self._lwm(node, lw.Start(self.now_ms, node.stored_lwm, self.log.snapshot.activation))
+        # a restarted node starts from max(its file, the committed value) (table_node.py)
+        stored = node.stored_lwm
+        if self.unsafe != "own_lwm" and self.committed_lwm is not None:
+            stored = max(stored or hlc.MIN, self.committed_lwm)
+        self._lwm(node, lw.Start(self.now_ms, stored, self.log.snapshot.activation))
+        if self.unsafe != "own_lwm":
+            self._clwm(node, cluster_lwm.Committed(self.committed_lwm))
 
     def elect(self) -> None:
         candidates = [n.name for n in self.up()]
@@ -471,6 +525,8 @@ class World:
             self.apply(msg[1], partition.UpdateMinActiveTxTimeCmd(msg[2]), None)
         elif kind == "build":
             self.deliver_build(msg[1], msg[2])
+        elif kind == "lwm":
+            self.deliver_lwm(msg[1], msg[2], msg[3])
 
     def pick_message(self) -> tuple[Any, ...] | None:
         if not self.pool:
@@ -508,7 +564,7 @@ class World:
             self.now_ms += self.rng.randint(10, 150)
             for n in ups:
                 if self.now_ms >= n.next_tick:
-                    self._lwm(n, lw.Tick(self.hnow(n), self.now_ms))
+                    self.lwm_tick(n)
         elif r < 0.50:
             if len(live) < 5:
                 self.begin(self.rng.choice(ups))

@@ -2,7 +2,10 @@
 no catalog version is compacted while a transaction, a partition's replay, an index
 build or a rebalance needs it, and every read sees committed transactions whole and
 aborted ones never. A node that ignores its partitions' published times (reports only
-its low watermark) is caught by the same checker."""
+its low watermark) is caught by the same checker. The nodes follow one cluster low
+watermark, as the table nodes do (`cluster_lwm.py`): every value a node announces is one
+the metastore committed, never above the committed value then, and the nodes meet on
+the same values (fails with each node ticking its own, `unsafe="own_lwm"`)."""
 
 from __future__ import annotations
 
@@ -44,3 +47,33 @@ def test_the_checker_catches_a_node_that_ignores_its_partitions() -> None:
     broken = [seed for seed in range(20)
               if not compaction_safety(World(seed, unsafe="no_partition_times").run(STEPS)).ok]
     assert broken, "no violation found with the broken participant"
+
+
+def _follows_the_cluster_value(world: World) -> list[str]:
+    """What is wrong with the nodes' announced watermarks, as the cluster value goes."""
+    problems = [f"{node} announced {value} with the committed value {committed}"
+                for node, value, committed in world.lwm_seen
+                if committed is None or value > committed]
+    committed = set(world.lwm_committed)
+    problems += [f"{node} announced {value}, never committed"
+                 for node, value, _ in world.lwm_seen if value not in committed]
+    by_value: dict[object, set[str]] = {}
+    for node, value, _ in world.lwm_seen:
+        by_value.setdefault(value, set()).add(node)
+    if not any(len(nodes) == len(world.nodes) for nodes in by_value.values()):
+        problems.append("no value was announced by every node")
+    return problems
+
+
+def test_the_nodes_follow_one_cluster_low_watermark() -> None:
+    for seed in range(10):
+        world = World(seed)
+        world.run(STEPS)
+        assert len(world.lwm_committed) >= 10, (seed, world.lwm_committed)
+        assert _follows_the_cluster_value(world) == [], seed
+
+
+def test_nodes_ticking_their_own_watermark_are_caught() -> None:
+    world = World(0, unsafe="own_lwm")
+    world.run(STEPS)
+    assert _follows_the_cluster_value(world)
