@@ -41,7 +41,6 @@ from sediment import log
 from sediment.actors.kv import promised_floor
 from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
-from sediment.actors.kv.cluster import Cluster, WatchCanceled, WatchSession
 from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, KvError
 from sediment.actors.kv.machine import NetsyMachine, netsy
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
@@ -57,6 +56,7 @@ from sediment.actors.kv.types import (
     Txn,
     TxnOp,
 )
+from sediment.actors.kv.watch_session import WatchCanceled, WatchSession
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Found, ReadEntry
@@ -71,6 +71,7 @@ from sediment.scenarios.checkers.watch_oracle import (
     WatchRecord,
     check,
 )
+from sediment.wiring.cluster import Cluster
 
 SEEDS = int(os.environ.get("SEDIMENT_SIM_SEEDS", "20"))
 NODES = ("n1", "n2", "n3")
