@@ -228,9 +228,9 @@ def tables_rows(base: str, txs: int, lwm_name: str) -> dict[str, Any]:
 def kv_rows(base: str, puts: int) -> dict[str, Any]:
     import ray
 
-    from sediment.actors.kv.cluster import Cluster
     from sediment.actors.kv.names import KV_GROUP
     from sediment.actors.log.shell.names import raft_name
+    from sediment.wiring.cluster import Cluster
 
     ray.init(include_dashboard=False, log_to_driver=False)
     cluster = Cluster.start(3, data_dir=os.path.join(base, "kv"), backend="ray",

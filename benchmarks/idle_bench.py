@@ -36,9 +36,9 @@ os.environ.setdefault("SEDIMENT_LOG_LEVEL", "error")
 
 import ray  # noqa: E402
 
-from sediment.actors.kv.cluster import Cluster  # noqa: E402
 from sediment.runtime import api  # noqa: E402
 from sediment.scenarios import schema, tier  # noqa: E402
+from sediment.wiring.cluster import Cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCENARIO = ROOT / "scenarios/library/compaction-worker-killed-holding-lease.yaml"

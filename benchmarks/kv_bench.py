@@ -154,10 +154,10 @@ def cluster_rows(base: str, puts: int, keys: int, watch_events: int, history: in
     import ray
 
     from sediment.actors.etcd.server import EtcdWire
-    from sediment.actors.kv.cluster import Cluster
     from sediment.actors.kv.names import KV_GROUP
     from sediment.actors.kv.types import Compact
     from sediment.actors.log.shell.names import raft_name
+    from sediment.wiring.cluster import Cluster
 
     ray.init(include_dashboard=False, log_to_driver=False)
     t0 = time.perf_counter()

@@ -104,7 +104,7 @@ def fired_tag(i: int) -> str:
 
 
 class Injector:
-    """Applies steps to `cluster` (an actors.kv.cluster.Cluster); `sessions` lists the
+    """Applies steps to `cluster` (a `sediment.wiring.cluster.Cluster`); `sessions` lists the
     watch sessions of the run (client -> (watcher pid, node))."""
 
     def __init__(self, cluster: Any, rng: random.Random,

@@ -176,7 +176,7 @@ class _Run:
         self.progress(Progress(phase, min(t, self.s.duration), self.s.duration, ops, message))
 
     def _start(self) -> None:
-        from sediment.actors.kv.cluster import Cluster
+        from sediment.wiring.cluster import Cluster
 
         began = time.monotonic()
         self._report("start", 0.0, f"starting {len(self.nodes)} nodes on {self.backend}")

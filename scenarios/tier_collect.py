@@ -38,7 +38,6 @@ from sediment.actors.blocks.metastore import (
     ReadFlushCursor,
 )
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
-from sediment.actors.kv.cluster import Client, Cluster
 from sediment.actors.kv.errors import ErrCompacted, KvError
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.queries import Events
@@ -55,6 +54,8 @@ from sediment.scenarios.checkers.tier_state import (
     TierState,
 )
 from sediment.scenarios.traffic import KEY_PREFIX, KEYSPACE_END, key_names
+from sediment.wiring.client import Client
+from sediment.wiring.cluster import Cluster
 
 RANGE_READS = 8  # at most, per run
 KEY_HISTORIES = 3

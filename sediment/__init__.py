@@ -27,7 +27,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 # name -> the module that defines it (one place to update when a module moves)
 _PUBLIC = {
-    "Cluster": "sediment.actors.kv.cluster",
+    "Cluster": "sediment.wiring.cluster",
     "EtcdWire": "sediment.actors.etcd.server",
     "connect": "sediment.actors.etcd.client",
     "KvError": "sediment.actors.kv.errors",
@@ -39,8 +39,8 @@ _PUBLIC = {
 if TYPE_CHECKING:
     from sediment.actors.etcd.client import connect
     from sediment.actors.etcd.server import EtcdWire
-    from sediment.actors.kv.cluster import Cluster
     from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, InvalidRequest, KvError
+    from sediment.wiring.cluster import Cluster
 
 
 def __getattr__(name: str) -> Any:

@@ -243,7 +243,7 @@ def open_lake(data_dir: Path, backend: str, nodes: int) -> Iterator[Any]:
     from sediment.actors.branches.api import Branches
     from sediment.actors.branches.metarange import MetaRangeStore
     from sediment.actors.branches.ports import ClientKv, SyncEnv
-    from sediment.actors.kv.cluster import Cluster
+    from sediment.wiring.cluster import Cluster
 
     names = _nodes(data_dir, nodes)
     cluster = Cluster.start(names, data_dir=str(data_dir / "kv"), backend=backend)

@@ -98,9 +98,9 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def _start(args: argparse.Namespace, data_dir: Path, stop: threading.Event) -> int:
     from sediment.actors.etcd.server import EtcdWire, TlsFiles
-    from sediment.actors.kv.cluster import Cluster
     from sediment.runtime import api
     from sediment.scenarios.runner import CLIENT_NODE
+    from sediment.wiring.cluster import Cluster
 
     state_path = data_dir / STATE_FILE
     nodes = tuple(f"n{i}" for i in range(1, args.nodes + 1))

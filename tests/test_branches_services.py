@@ -33,11 +33,11 @@ from sediment.actors.branches.shell.service import (
     where_services_run,
 )
 from sediment.actors.branches.tier import TierConfig
-from sediment.actors.kv.cluster import Cluster
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.pid import Pid
 from sediment.scenarios.checkers.branch_reads import check_branch_reads
+from sediment.wiring.cluster import Cluster
 
 R = "repo1"
 RULE = SplitRule(min_entries=2, max_entries=16, raggedness=4)

@@ -56,8 +56,8 @@ def _target(kind: str, tmp: str, seed: int) -> Iterator[Callable[[Any], Any]]:
         with Store(Path(tmp) / "kv.sqlite", synchronous="OFF") as store:
             yield store.request
         return
-    from sediment.actors.kv.cluster import Cluster
     from sediment.runtime import api
+    from sediment.wiring.cluster import Cluster
 
     rt = api.start("sim", seed=seed, nodes=("n1", "n2", "n3"))
     try:  # no compaction cycle of its own: only the requests compact

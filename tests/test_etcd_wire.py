@@ -24,7 +24,7 @@ from sediment.actors.etcd.pb import rpc_pb2 as pb
 from sediment.actors.etcd.pb import rpc_pb2_grpc as pbg
 from sediment.actors.etcd.server import EtcdWire
 from sediment.actors.etcd.watch_stream import MAX_QUEUED
-from sediment.actors.kv.cluster import Cluster
+from sediment.wiring.cluster import Cluster
 
 pytestmark = pytest.mark.ray
 ETCDCTL = shutil.which("etcdctl")

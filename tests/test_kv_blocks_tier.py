@@ -42,13 +42,14 @@ from sediment.actors.blocks.shell.flusher import BEFORE_PROPOSE
 from sediment.actors.blocks.shell.names import flusher_name
 from sediment.actors.blocks.shell.tier import BlockTier
 from sediment.actors.blocks.worker import WorkerConfig
-from sediment.actors.kv.cluster import Client, Cluster
 from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, ErrNotFlushed, InvalidRequest
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.queries import Events
 from sediment.actors.kv.types import ALL_KEYS, Put, RangeResult
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
+from sediment.wiring.client import Client
+from sediment.wiring.cluster import Cluster
 
 TIER = BlockTier(
     shards=3,

@@ -11,17 +11,18 @@ from runtime_helpers import eventually
 
 from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
-from sediment.actors.kv.cluster import Cluster, WatchCanceled
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node import BEFORE_WATCHER_SPAWN
 from sediment.actors.kv.node_protocol import OpenWatcher
 from sediment.actors.kv.types import Compare, Put
+from sediment.actors.kv.watch_session import WatchCanceled
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
+from sediment.wiring.cluster import Cluster
 
 
 def start(rt: Any, tmp_path: Path, **kw: Any) -> Cluster:

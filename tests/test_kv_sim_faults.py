@@ -18,7 +18,7 @@ fresh machines.
   gives at its index (so no acknowledged write is lost, and each reads back or is
   superseded); every member's final state is the replay's;
 - revisions never go backwards (each member's head, the headers the client saw);
-- `watch_checker`: the six watch guarantees over every watch's responses, and no
+- `watch_oracle`: the six watch guarantees over every watch's responses, and no
   compaction passed a live watch (a watch still live, needing a revision at or below a
   compaction its node has applied, instead of canceled as compacted);
 - watch-aware compaction: a compaction the coordinator made never canceled a watch that
@@ -41,7 +41,6 @@ from sediment import log
 from sediment.actors.kv import promised_floor
 from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
-from sediment.actors.kv.cluster import Cluster, WatchCanceled, WatchSession
 from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, KvError
 from sediment.actors.kv.machine import NetsyMachine, netsy
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
@@ -57,7 +56,14 @@ from sediment.actors.kv.types import (
     Txn,
     TxnOp,
 )
-from sediment.actors.kv.watch_checker import (
+from sediment.actors.kv.watch_session import WatchCanceled, WatchSession
+from sediment.actors.log.raft.types import Entry
+from sediment.actors.log.shell.names import raft_name
+from sediment.actors.log.shell.protocol import Found, ReadEntry
+from sediment.actors.log.storage.fsutil import FrameError
+from sediment.runtime import api
+from sediment.runtime.errors import RuntimeErrorBase
+from sediment.scenarios.checkers.watch_oracle import (
     CompactionRecord,
     Recorder,
     Response,
@@ -65,12 +71,7 @@ from sediment.actors.kv.watch_checker import (
     WatchRecord,
     check,
 )
-from sediment.actors.log.raft.types import Entry
-from sediment.actors.log.shell.names import raft_name
-from sediment.actors.log.shell.protocol import Found, ReadEntry
-from sediment.actors.log.storage.fsutil import FrameError
-from sediment.runtime import api
-from sediment.runtime.errors import RuntimeErrorBase
+from sediment.wiring.cluster import Cluster
 
 SEEDS = int(os.environ.get("SEDIMENT_SIM_SEEDS", "20"))
 NODES = ("n1", "n2", "n3")

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sediment.actors.kv import validation as v
-from sediment.actors.kv.cluster import Client, Cluster
 from sediment.actors.kv.errors import (
     ErrDuplicateKey,
     ErrEmptyKey,
@@ -30,6 +29,8 @@ from sediment.actors.kv.types import Compact, Compare, DeleteRange, Put, Range, 
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.cluster import propose
 from sediment.runtime import api
+from sediment.wiring.client import Client
+from sediment.wiring.cluster import Cluster
 
 SMALL = v.Limits(max_key_bytes=8, max_value_bytes=16, max_request_bytes=20, max_txn_ops=3)
 MIB = 1024 * 1024

@@ -32,15 +32,6 @@ from sediment.actors.kv.errors import (
 )
 from sediment.actors.kv.store import Store
 from sediment.actors.kv.types import DeleteRange, Event, KeyValue, Put
-from sediment.actors.kv.watch_checker import (
-    Cancellation,
-    CompactionRecord,
-    Recorder,
-    Response,
-    Violation,
-    WatchRecord,
-    check,
-)
 from sediment.actors.kv.watch_core import (
     WatcherConfig,
     WatcherState,
@@ -73,6 +64,15 @@ from sediment.actors.kv.watch_protocol import (
     RequestProgress,
     Tick,
     WatcherEvent,
+)
+from sediment.scenarios.checkers.watch_oracle import (
+    Cancellation,
+    CompactionRecord,
+    Recorder,
+    Response,
+    Violation,
+    WatchRecord,
+    check,
 )
 
 # ---- helpers ---------------------------------------------------------------------------

@@ -15,10 +15,10 @@ from runtime_helpers import eventually
 
 from sediment import metrics, metrics_ray
 from sediment.actors.kv import metrics as kv_metrics
-from sediment.actors.kv.cluster import Cluster
 from sediment.actors.kv.errors import ErrEmptyKey
 from sediment.actors.log.shell import raft_metrics
 from sediment.runtime import api
+from sediment.wiring.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import sediment.runtime as runtime
 
 def test_cluster_and_its_errors_come_from_the_top() -> None:
     from sediment.actors.kv import errors
-    from sediment.actors.kv.cluster import Cluster
+    from sediment.wiring.cluster import Cluster
 
     assert sediment.Cluster is Cluster
     assert sediment.ErrCompacted is errors.ErrCompacted

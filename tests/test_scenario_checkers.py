@@ -4,7 +4,7 @@ The recorder: one operation in flight per client, times passed in, bounds, JSON 
 trip. Then each checker on small hand-made histories: what it must accept, and each
 violation it must report with the right evidence — lost writes, revisions going
 backwards, compactions passing live watches, broken watch guarantees (through the
-adapter over actors/kv/watch_checker.py, with the truth rebuilt from the history and
+adapter over scenarios/checkers/watch_oracle.py, with the truth rebuilt from the history and
 compared with the real store's own event history).
 """
 
@@ -346,7 +346,7 @@ def test_cancels_that_are_allowed() -> None:
     assert compaction_safety.check(H(watches=(refused,), compactions=(later_cycle,))).ok
 
 
-# ---- watch guarantees (through actors/kv/watch_checker.py) ------------------------------
+# ---- watch guarantees (through scenarios/checkers/watch_oracle.py) ------------------------------
 
 
 def _recorded_store_run() -> tuple[History, list[Event], Store]:

@@ -151,8 +151,8 @@ def test_faults_the_runtime_cannot_inject_are_refused_before_the_run(fault: str,
 @pytest.fixture
 def sim_cluster(tmp_path: Path) -> Any:
     """A 3-node KV cluster on a fresh simulator, ready."""
-    from sediment.actors.kv.cluster import Cluster
     from sediment.runtime import api
+    from sediment.wiring.cluster import Cluster
 
     rt = api.start("sim", seed=3, nodes=("client", "n1", "n2", "n3"), trace=False)
     try:
@@ -269,10 +269,10 @@ def test_a_fault_lands_while_the_notice_phase_is_held_at_its_breakpoint(
     floor is above the compact revision (the notice phase, on Ray as on sim, however
     long the fault takes to land); the node killed then restarts and compaction goes on
     once the breakpoint is released."""
-    from sediment.actors.kv.cluster import Cluster
     from sediment.actors.kv.names import kv_node_name
     from sediment.runtime import api
     from sediment.scenarios import trigger_waiter
+    from sediment.wiring.cluster import Cluster
 
     backend_ready(request, backend)
     nodes = ("n1", "n2", "n3")

@@ -1,7 +1,7 @@
 """The branch tier from Python, in lakeFS's vocabulary.
 
 ```python
-from sediment.actors.kv.cluster import Cluster
+from sediment import Cluster
 from sediment.actors.branches.api import Branches
 
 with Cluster.start(nodes=3, backend="sim") as cluster:

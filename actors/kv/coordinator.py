@@ -9,20 +9,20 @@ Failpoint `coordinator.before_propose` sits between the confirmed notices and th
 proposal: paused there, the notice phase lasts as long as a fault scenario needs to hit
 it (on Ray the phase is otherwise a few milliseconds).
 
-With a block tier the hold (QueryHold) is read from the metastore members' applied
-state, this node's first: any member's flushed-through revision is at most the committed
-one (it only moves forward), so a lagging member holds the compaction lower, never
-higher. No answer within the min timeout: no HoldReply, and the cycle aborts.
+With a block tier the hold (QueryHold) is asked of a `FlushHold` the node was given
+(`KvNodeConfig.flush_hold`): the KV does not know who answers it. The wiring layer
+(`sediment/wiring/`) passes the block tier's `flushed_through` (in
+`actors/blocks/shell/flush_hold.py`, which reads the metastore). No answer within the min
+timeout: no HoldReply, and the cycle aborts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sediment import log
-from sediment.actors.blocks.metastore import FlushCursor, FlushCursorQuery
-from sediment.actors.blocks.shell.names import METASTORE_GROUP
 from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv.admission import CycleId
@@ -30,7 +30,7 @@ from sediment.actors.kv.names import KV_GROUP, kv_node_name
 from sediment.actors.kv.node_protocol import MinAnswer, MinRequest, Notice, NoticeAnswer, Rollback
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.names import raft_name
-from sediment.actors.log.shell.protocol import Done, Propose, Query
+from sediment.actors.log.shell.protocol import Done, Propose
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, CallTimeout
 from sediment.runtime.process import Process
@@ -38,6 +38,10 @@ from sediment.runtime.process import Process
 _logger = log.get_logger("sediment.kv.coordinator")
 
 BEFORE_PROPOSE = "coordinator.before_propose"
+
+# The hold's source: (the coordinator's process, the KV's nodes, a timeout) -> the
+# revision the KV may compact up to at most, or None when it got no answer in time.
+FlushHold = Callable[[Process, tuple[str, ...], float], Awaitable[int | None]]
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,9 @@ CoordinatorDriver = CoreDriver[cc.CoordinatorState, cc.Event, cc.Effect]
 
 
 async def coordinator(ctx: Process, nodes: tuple[str, ...], term: int, compaction_revision: int,
-                      config: cc.CoordinatorConfig) -> None:
-    """Process entry: run cycles until killed (leadership lost)."""
+                      config: cc.CoordinatorConfig, hold: FlushHold | None = None) -> None:
+    """Process entry: run cycles until killed (leadership lost). `hold`: asked once a
+    cycle when `config.hold` is set."""
     driver: CoordinatorDriver = CoreDriver(ctx, cc.step, cc.init(config, compaction_revision))
     driver.on(cc.SendMinRequest, lambda effect: _to_node(
         ctx, effect.node, MinRequest(effect.cycle, ctx.self())))
@@ -62,7 +67,7 @@ async def coordinator(ctx: Process, nodes: tuple[str, ...], term: int, compactio
     driver.on(cc.SetTimer, lambda effect: driver.arm_at(
         effect.deadline, _Timer(effect.cycle, effect.phase)))
     driver.on(cc.ProposeCompact, lambda effect: _propose(ctx, effect, config.propose_timeout))
-    driver.on(cc.QueryHold, lambda effect: _hold(ctx, effect, nodes, config.min_timeout))
+    driver.on(cc.QueryHold, lambda effect: _hold(ctx, effect, hold, nodes, config.min_timeout))
     driver.on(cc.CycleEnded, lambda effect: _cycle_ended(ctx, effect))
 
     async def to_events(msg: Any) -> list[cc.Event]:
@@ -105,25 +110,12 @@ async def _to_node(ctx: Process, node: str, msg: Any) -> None:
         ctx.send(pid, msg)
 
 
-async def _hold(ctx: Process, effect: cc.QueryHold, nodes: tuple[str, ...],
-                timeout: float) -> cc.Event | None:
-    """The flushed-through revision of the first metastore member that answers, all
-    within `timeout`; None if none does (the min phase's timer then ends the cycle)."""
-    me = ctx.self().node
-    deadline = ctx.now() + timeout
-    for node in sorted(nodes, key=lambda n: n != me):
-        left = deadline - ctx.now()
-        if left <= 0:
-            break
-        try:
-            reply = await ctx.call(raft_name(METASTORE_GROUP, node), Query(FlushCursorQuery()),
-                                   timeout=left)
-        except CallError:
-            continue
-        if isinstance(reply, FlushCursor):
-            return cc.HoldReply(effect.cycle, reply.through, ctx.now())
-    _logger.warning("no metastore member gave the flushed-through revision")
-    return None
+async def _hold(ctx: Process, effect: cc.QueryHold, hold: FlushHold | None,
+                nodes: tuple[str, ...], timeout: float) -> cc.Event | None:
+    """The hold's revision as a HoldReply; None if it gave none (the min phase's timer
+    then ends the cycle)."""
+    through = None if hold is None else await hold(ctx, nodes, timeout)
+    return None if through is None else cc.HoldReply(effect.cycle, through, ctx.now())
 
 
 async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> cc.Event:
@@ -144,4 +136,4 @@ async def _propose(ctx: Process, effect: cc.ProposeCompact, timeout: float) -> c
     return cc.ProposeResult(effect.cycle, effect.revision, ok, ctx.now())
 
 
-__all__ = ["BEFORE_PROPOSE", "MinRequest", "Notice", "Rollback", "coordinator"]
+__all__ = ["BEFORE_PROPOSE", "FlushHold", "MinRequest", "Notice", "Rollback", "coordinator"]

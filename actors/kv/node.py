@@ -35,7 +35,7 @@ from sediment.actors.kv import admission as adm
 from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import promised_floor, reads
-from sediment.actors.kv.coordinator import coordinator
+from sediment.actors.kv.coordinator import FlushHold, coordinator
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, KV_HOST, coordinator_name
 from sediment.actors.kv.node_protocol import (
@@ -83,12 +83,14 @@ class KvNodeConfig:
     watcher_max_pending: int = 1024
     progress_interval: float = 600.0
     data_dir: str = ""  # each node keeps its promised floor in <data_dir>/<node>; "": not kept
-    flush_hold: bool = False  # a block tier: compaction stays at or below its flushed history
+    # a block tier: compaction stays at or below its flushed history, which this asks
+    # (the wiring layer passes the tier's `flushed_through`); None: no tier, no hold
+    flush_hold: FlushHold | None = None
 
     def coordinator_config(self) -> cc.CoordinatorConfig:
         return cc.CoordinatorConfig(self.compaction_interval, self.min_timeout,
                                     self.notice_timeout, self.propose_timeout,
-                                    hold=self.flush_hold)
+                                    hold=self.flush_hold is not None)
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,8 @@ async def _leadership(node: _Node, leader: str | None, term: int) -> None:
     if leading and node.coordinator is None:
         node.coordinator = await ctx.spawn(
             coordinator, node.config.nodes, term, node.compact_revision,
-            node.config.coordinator_config(), link=True, name=coordinator_name(ctx.self().node))
+            node.config.coordinator_config(), node.config.flush_hold, link=True,
+            name=coordinator_name(ctx.self().node))
         _logger.info("compaction coordinator started", term=term)
     elif not leading and node.coordinator is not None:
         ctx.unlink(node.coordinator)  # its end must not take this process with it

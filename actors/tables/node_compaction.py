@@ -37,6 +37,7 @@ from sediment.actors.tables.node_state import (
     meta_query,
     store_lwm,
 )
+from sediment.actors.tables.node_tasks import GarbageCollection, LwmProposal, MinTxTimeUpdate
 from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
 from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
 from sediment.runtime.errors import CallError
@@ -86,7 +87,7 @@ async def prepare_tx_time(s: NodeState, ts: HybridTimestamp) -> None:
             continue
         requests = (Propose(UpdateMinActiveTxTimeCmd(ts)), Propose(FlushCmd()))
         await spawn_task(s.ctx, partition_group(group), nodes, requests,
-                         s.next_tag(("min_tx", group)))
+                         s.next_tag(MinTxTimeUpdate(group)))
 
 
 async def lwm_event(s: NodeState, event: lw.Event) -> None:
@@ -102,9 +103,6 @@ async def lwm_event(s: NodeState, event: lw.Event) -> None:
         elif isinstance(e, lw.SetTimer):
             delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
             s.ctx.send_after(delay, s.ctx.self(), LwmTick(e.at_physical_ms))
-
-
-LWM_TAG = "cluster-lwm"
 
 
 async def lwm_tick(s: NodeState) -> None:
@@ -133,7 +131,7 @@ async def cluster_lwm_event(s: NodeState, event: cluster_lwm.Event) -> None:
                 committed if isinstance(committed, HybridTimestamp) else None))
         elif isinstance(e, cluster_lwm.ProposeLwm):
             await spawn_task(s.ctx, META_GROUP, (s.me,), (Propose(AdvanceLowWatermark(e.lwm)),),
-                             s.next_tag((LWM_TAG,)))
+                             s.next_tag(LwmProposal()))
         elif isinstance(e, cluster_lwm.Adopt):
             await lwm_event(s, lw.Propose(e.lwm))
         elif isinstance(e, cluster_lwm.SetTimer):
@@ -163,8 +161,8 @@ async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
         nodes = tuple(sorted(s.assignments.get(group, ())))
         if nodes and await leads(s, partition_group(group)):
             await spawn_task(s.ctx, partition_group(group), nodes,
-                             (Propose(command),), s.next_tag(("gc", group)))
+                             (Propose(command),), s.next_tag(GarbageCollection(group)))
 
 
-__all__ = ["LWM_TAG", "LwmTick", "cluster_lwm_event", "lwm_event", "lwm_proposed", "lwm_tick",
+__all__ = ["LwmTick", "cluster_lwm_event", "lwm_event", "lwm_proposed", "lwm_tick",
            "min_times", "prepare_tx_time"]

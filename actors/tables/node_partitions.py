@@ -14,6 +14,7 @@ from sediment.actors.tables import min_tx_time, named_pids
 from sediment.actors.tables.group_task import request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group
 from sediment.actors.tables.node_state import NodeState, assignments, meta_query
+from sediment.actors.tables.node_tasks import FloorAnnouncement
 from sediment.actors.tables.partition import CatalogCompactedCmd
 from sediment.actors.tables.partition_machine import group_of_name
 from sediment.actors.tables.partition_members import (
@@ -64,7 +65,7 @@ async def _announce_compaction(s: NodeState) -> None:
         s.floor_sent[group] = earliest
         await spawn_task(s.ctx, partition_group(group), nodes,
                          (Propose(CatalogCompactedCmd(earliest)),),
-                         s.next_tag(("floor", group)))
+                         s.next_tag(FloorAnnouncement(group)))
 
 
 async def _stop_unassigned(s: NodeState) -> None:

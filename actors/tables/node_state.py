@@ -29,6 +29,7 @@ from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables import active_txs, min_tx_time, named_pids
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.names import META_GROUP
+from sediment.actors.tables.node_tasks import NodeTask
 from sediment.actors.tables.partition_members import PartitionOptions
 from sediment.actors.tables.safe_time import SafeTime
 from sediment.runtime.messages import CallRef
@@ -93,7 +94,7 @@ class NodeState:
         default_factory=lambda: cluster_lwm.init(lw.LowWatermarkConfig()))
     assignments: Mapping[ZonePartition, frozenset[str]] = field(default_factory=dict)
     started: set[ZonePartition] = field(default_factory=set)
-    tasks: dict[int, Any] = field(default_factory=dict)  # task tag -> what it was for
+    tasks: dict[int, NodeTask] = field(default_factory=dict)  # task tag -> what it was for
     task_seq: int = 0
     tx_seq: int = 0
     incarnation: str = ""
@@ -116,7 +117,7 @@ class NodeState:
     def observe(self, ts: HybridTimestamp) -> None:
         self.clock, _ = hlc.update(self.clock, self.physical_ms(), ts)
 
-    def next_tag(self, what: Any) -> int:
+    def next_tag(self, what: NodeTask) -> int:
         self.task_seq += 1
         self.tasks[self.task_seq] = what
         return self.task_seq

@@ -37,6 +37,7 @@ from sediment.actors.tables.node_state import (
     catalog_version,
     known_assignments,
 )
+from sediment.actors.tables.node_tasks import TxMessage
 from sediment.actors.tables.tx_state import FinishOutcome
 from sediment.actors.tables.unique_claims import UniqueClaimCmd, claim_key
 from sediment.runtime.messages import CallRef
@@ -114,15 +115,15 @@ async def _send(s: NodeState, tx_id: str, e: txn.Effect, attempt: int) -> None:
     assert isinstance(e, txn.SendWrite | txn.SendFinish | txn.SendCleanup)
     await known_assignments(s, (e.group,))
     nodes = tuple(sorted(s.assignments.get(e.group, ())))
-    tag = s.next_tag(("tx", tx_id, e, attempt))
+    tag = s.next_tag(TxMessage(tx_id, e, attempt))
     if not nodes:
         s.ctx.send(s.ctx.self(), TaskDone(tag, False, (), f"{e.group} has no assignment"))
         return
     await spawn_task(s.ctx, partition_group(e.group), nodes, (Propose(e.command),), tag)
 
 
-async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
-    _, tx_id, e, attempt = what
+async def on_task(s: NodeState, what: TxMessage, done: TaskDone) -> None:
+    tx_id, e, attempt = what.tx_id, what.effect, what.attempt
     tx = s.txs.get(tx_id)
     if tx is None:
         return
@@ -137,7 +138,7 @@ async def on_task(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
                 # its holder may be decided or dead: resolved, then the write tried again
                 await intent_resolver.resolve_and_retry(
                     s, e.group, _key_of(e.command), (Propose(e.command),),
-                    ("tx", tx_id, e, 1), result)
+                    TxMessage(tx_id, e, 1), result)
                 return
         tx.core, effects = txn.on_write_result(tx.core, error)
         if tx.core.phase is txn.Phase.ACTIVE:  # answered once the request's writes all were

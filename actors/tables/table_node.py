@@ -51,6 +51,7 @@ from sediment.actors.tables import (
 )
 from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables import node_safe_time as nst
+from sediment.actors.tables import node_tasks as tasks
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import (
     IndexNotAvailable,
@@ -60,7 +61,6 @@ from sediment.actors.tables.errors import (
 from sediment.actors.tables.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP
 from sediment.actors.tables.node_compaction import (
-    LWM_TAG,
     LwmTick,
     cluster_lwm_event,
     lwm_event,
@@ -143,17 +143,19 @@ async def _handle(s: NodeState, msg: Any) -> None:
         if reply is not None:
             ctx.reply(msg.from_, reply)
     elif isinstance(msg, TaskDone):
-        what = s.tasks.pop(msg.tag, None)
-        if isinstance(what, tuple) and what[0] == "tx":
-            await node_txs.on_task(s, what, msg)
-        elif isinstance(what, tuple) and what[0] == "ddl":
-            await _ddl_done(s, what[1], msg)
-        elif isinstance(what, tuple) and what[0] == unique_writes.TAG:
-            await unique_writes.on_read(s, what, msg)
-        elif isinstance(what, tuple) and what[0] == LWM_TAG:
-            await lwm_proposed(s, msg)
-        elif isinstance(what, tuple) and what[0] == "floor" and not msg.ok:
-            s.floor_sent.pop(what[1], None)  # not taken: the next look proposes again
+        match s.tasks.pop(msg.tag, None):
+            case tasks.TxMessage() as what:
+                await node_txs.on_task(s, what, msg)
+            case tasks.DdlProposal(client):
+                await _ddl_done(s, client, msg)
+            case tasks.UniqueRead() as what:
+                await unique_writes.on_read(s, what, msg)
+            case tasks.LwmProposal():
+                await lwm_proposed(s, msg)
+            case tasks.FloorAnnouncement(group) if not msg.ok:
+                s.floor_sent.pop(group, None)  # not taken: the next look proposes again
+            case _:  # a minimum time or garbage told, a floor taken, a stale tag
+                pass
     elif isinstance(msg, ClockHeard):
         if may_observe(msg.ts, s.physical_ms(), s.config.max_clock_skew_ms):
             s.observe(msg.ts)
@@ -258,7 +260,7 @@ async def _ddl(s: NodeState, call: Call, commands: Any) -> Any:
     if status.get("role") != "leader":
         return p.NotLeader(status.get("leader"))
     command = ExecuteDdl(commands, s.now(), s.config.ddl_delay_ms)
-    tag = s.next_tag(("ddl", call.from_))
+    tag = s.next_tag(tasks.DdlProposal(call.from_))
     await spawn_task(s.ctx, META_GROUP, (s.me,), (Propose(command),), tag)
     return None
 

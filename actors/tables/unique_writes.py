@@ -28,12 +28,11 @@ from sediment.actors.tables.mvcc import RowKey
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.node_protocol import Failed
 from sediment.actors.tables.node_state import NodeState, NodeTx, catalog_version, known_assignments
+from sediment.actors.tables.node_tasks import UniqueRead
 from sediment.actors.tables.partition import WriteIntentCmd
 from sediment.actors.tables.partition_machine import ReadLatest
 from sediment.actors.tables.unique_check import unique_indexes, write_with_claims
 from sediment.runtime.messages import CallRef
-
-TAG = "unique-write"  # what[0] of the read task's tag
 
 
 async def write(s: NodeState, client: CallRef, tx_id: Any, table: Any, row: Any,
@@ -60,7 +59,7 @@ async def _start(s: NodeState, tx: NodeTx, cat: Catalog, table: str, row: Any,
     await known_assignments(s, (write.group,))
     nodes = tuple(sorted(s.assignments.get(write.group, ())))
     tx.waiting = client
-    tag = s.next_tag((TAG, tx.core.id, table, row, delete, write.group, 0))
+    tag = s.next_tag(UniqueRead(tx.core.id, table, row, delete, write.group, 0))
     if not nodes:
         s.ctx.send(s.ctx.self(), TaskDone(tag, False, (), f"{write.group} has no assignment"))
         return
@@ -68,9 +67,10 @@ async def _start(s: NodeState, tx: NodeTx, cat: Catalog, table: str, row: Any,
     await spawn_task(s.ctx, partition_group(write.group), nodes, (read,), tag)
 
 
-async def on_read(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
+async def on_read(s: NodeState, what: UniqueRead, done: TaskDone) -> None:
     """The row's current value came back: send the write and its claims."""
-    _, tx_id, table, row, delete, group, attempt = what
+    tx_id, table, row, delete, group = what.tx_id, what.table, what.row, what.delete, what.group
+    attempt = what.attempt
     tx = s.txs.get(tx_id)
     if tx is None or tx.waiting is None:
         return
@@ -85,7 +85,7 @@ async def on_read(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
             key = cast(RowKey, result.intent_key)
             await intent_resolver.resolve_and_retry(
                 s, group, key, (ReadIndex(ReadLatest(key, tx_id)),),
-                (TAG, tx_id, table, row, delete, group, 1), result)
+                UniqueRead(tx_id, table, row, delete, group, 1), result)
             return
     if error is None:
         try:
@@ -103,4 +103,4 @@ async def on_read(s: NodeState, what: tuple[Any, ...], done: TaskDone) -> None:
     await node_txs.run_effects(s, tx, effects)
 
 
-__all__ = ["TAG", "on_read", "write"]
+__all__ = ["on_read", "write"]

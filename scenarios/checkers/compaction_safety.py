@@ -10,7 +10,7 @@ two kinds of records:
 - positions: a compaction the runner recorded with the next revision each live watch
   needed at that moment (`CompactionEvent.positions`, read from the servers): a watch
   needing a revision at or below the compaction revision was passed (the rule of
-  `watch_checker`'s `CompactionRecord`, reused);
+  `watch_oracle`'s `CompactionRecord`, reused);
 - cancels: a watch that ended "compacted" at revision C, where C is not the target of any
   client Compact (the coordinator's own Compacts, recorded as ops of CLUSTER_CLIENT, are
   not client ones), and no compaction to at least the watch's start could have taken effect
@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sediment.actors.kv.types import Compact
-from sediment.actors.kv.watch_checker import CompactionRecord
-from sediment.actors.kv.watch_checker import check as check_watches
 from sediment.scenarios.checkers.result import CheckResult, Evidence, passed, violated
+from sediment.scenarios.checkers.watch_oracle import CompactionRecord
+from sediment.scenarios.checkers.watch_oracle import check as check_watches
 from sediment.scenarios.history import CLUSTER_CLIENT, History, WatchLog
 
 NAME = "compaction_safe"

@@ -1,6 +1,6 @@
-"""etcd's six watch guarantees over a recorded run: an adapter to `watch_checker`.
+"""etcd's six watch guarantees over a recorded run: an adapter to `watch_oracle`.
 
-`actors/kv/watch_checker.py` already checks ordered, unique, atomic, reliable, resumable
+`watch_oracle.py` (beside it) already checks ordered, unique, atomic, reliable, resumable
 and bookmarkable (plus phantom events, filters, prev_kv, committed, canceled) given the
 committed history (the truth) and one record per watch. This module only turns a
 `History` into those inputs:
@@ -28,10 +28,10 @@ from sediment.actors.kv.types import (
     Txn,
     TxnResult,
 )
-from sediment.actors.kv.watch_checker import Cancellation, Response, WatchRecord
-from sediment.actors.kv.watch_checker import check as check_watches
 from sediment.scenarios.checkers.kv_model import FIRST_REVISION, KvModel, UnknownWrite
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
+from sediment.scenarios.checkers.watch_oracle import Cancellation, Response, WatchRecord
+from sediment.scenarios.checkers.watch_oracle import check as check_watches
 from sediment.scenarios.history import History, Op, Request, WatchLog
 
 NAME = "watch_guarantees"

@@ -6,7 +6,8 @@ them together in `node_children(node, [kv, metastore])`), the block tier's worke
 and blocks node (the compaction service on the metastore leader), and the flush
 follower, which runs the level-0 flusher beside the KV leader. The KV's compaction
 coordinator is told to hold its compaction revision at or below the metastore's
-flushed-through revision (`KvNodeConfig.flush_hold`).
+flushed-through revision: the wiring layer (`sediment/wiring/cluster.py`) hands the KV
+nodes `flush_hold.py`'s `flushed_through` as their `KvNodeConfig.flush_hold`.
 """
 
 from __future__ import annotations

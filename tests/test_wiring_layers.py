@@ -1,0 +1,57 @@
+"""The layers stay layered: the actor packages know none of each other's tiers, and
+only the wiring layer (`sediment/wiring/`) puts them together.
+
+Read from the source (every import statement, those inside functions too), so a
+coupling that comes back fails here before anyone has to find it in a diff.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import sediment
+from sediment.wiring.cluster import Cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("actors", "runtime", "supervision")
+OTHER_TIERS = ("sediment.actors.blocks", "sediment.actors.branches", "sediment.actors.spark",
+               "sediment.actors.catalog", "sediment.actors.tables")
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, by its absolute name."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _offenders(directory: str, banned: tuple[str, ...]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / directory).rglob("*.py")):
+        bad = sorted(m for m in _imports(path) if m.startswith(banned))
+        if bad:
+            found[str(path.relative_to(ROOT))] = bad
+    return found
+
+
+def test_the_kv_package_imports_no_other_tier_and_no_wiring() -> None:
+    # the coordinator's hold comes in as a value (KvNodeConfig.flush_hold), not by
+    # naming the metastore; Cluster and its client live in the wiring layer
+    assert _offenders("actors/kv", (*OTHER_TIERS, "sediment.wiring")) == {}
+
+
+def test_no_product_package_imports_the_wiring_layer_or_holds_a_checker() -> None:
+    for package in PRODUCT:
+        assert _offenders(package, ("sediment.wiring", "sediment.scenarios.checkers")) == {}
+        # test oracles live under scenarios/checkers (watch_oracle.py was actors/kv's)
+        assert sorted((ROOT / package).rglob("*checker*.py")) == []
+
+
+def test_the_public_cluster_is_the_wiring_layers() -> None:
+    assert sediment.Cluster is Cluster
