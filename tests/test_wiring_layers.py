@@ -57,6 +57,12 @@ def test_the_block_tier_imports_the_kv_only_where_its_flusher_reads_the_kv() -> 
     assert not any(m.startswith("sediment.actors.kv") for m in shared)
 
 
+def test_the_block_tier_imports_no_spark_module() -> None:
+    # the Spark executor (actors/spark/executor.py) is passed in by the tier's config;
+    # the block tier's worker knows only the Executor protocol
+    assert _offenders("actors/blocks", ("sediment.actors.spark",)) == {}
+
+
 def test_no_product_package_imports_the_wiring_layer_or_holds_a_checker() -> None:
     for package in PRODUCT:
         assert _offenders(package, ("sediment.wiring", "sediment.scenarios.checkers")) == {}
