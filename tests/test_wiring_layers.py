@@ -70,5 +70,21 @@ def test_no_product_package_imports_the_wiring_layer_or_holds_a_checker() -> Non
         assert sorted((ROOT / package).rglob("*checker*.py")) == []
 
 
+# the CLI's scenario commands: `run`/`sweep` (sweep.py), their progress bar (progress.py),
+# the headline demo (demo.py) and `local` (local_cluster.py, a scenario's observers
+# and runner over a local cluster)
+RUNS_SCENARIOS = {"sediment/demo.py", "sediment/local_cluster.py", "sediment/progress.py",
+                  "sediment/sweep.py"}
+
+
+def test_only_the_clis_scenario_commands_import_the_scenario_harness() -> None:
+    # a product module that needs a type the harness also uses owns it (the tables
+    # recorder's history types are actors/tables/recorded_history.py)
+    found: dict[str, list[str]] = {}
+    for package in (*PRODUCT, "sediment"):
+        found.update(_offenders(package, ("sediment.scenarios",)))
+    assert sorted(found) == sorted(RUNS_SCENARIOS)
+
+
 def test_the_public_cluster_is_the_wiring_layers() -> None:
     assert sediment.Cluster is Cluster
