@@ -46,13 +46,13 @@ from sediment.actors.blocks.shell.cluster import BlocksCluster, blocks_children,
 from sediment.actors.blocks.shell.compaction_service import AFTER_PREPARE
 from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE, BEFORE_REPORT, PAUSE
 from sediment.actors.blocks.shell.config import BlocksConfig
-from sediment.actors.blocks.shell.executor import SparkBridgeExecutor
 from sediment.actors.blocks.shell.names import METASTORE_GROUP, blocks_node_name, service_name
 from sediment.actors.blocks.shell.service_protocol import Poll, Polled, PollRefused
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Found, ReadEntry
+from sediment.actors.spark.executor import SparkBridgeExecutor
 from sediment.runtime import api
 from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call

@@ -4,7 +4,7 @@ atomic visibility of committed, aborted and unknown transactions."""
 from __future__ import annotations
 
 from sediment.actors.catalog.hlc import hts
-from sediment.scenarios.catalog_history import (
+from sediment.actors.tables.recorded_history import (
     CatalogCompacted,
     CatalogHistory,
     Pin,

@@ -46,11 +46,44 @@ def test_the_kv_package_imports_no_other_tier_and_no_wiring() -> None:
     assert _offenders("actors/kv", (*OTHER_TIERS, "sediment.wiring")) == {}
 
 
+def test_the_block_tier_imports_the_kv_only_where_its_flusher_reads_the_kv() -> None:
+    # the MVCC read errors both tiers raise (ErrCompacted, ErrFutureRev, their KvError
+    # base) live in actors/mvcc_errors.py, so the pure block core names no KV module;
+    # only the flusher's shell, which reads the KV's history, may
+    found = _offenders("actors/blocks", ("sediment.actors.kv",))
+    assert found.keys() <= {"actors/blocks/shell/flusher.py", "actors/blocks/shell/flush_node.py"}
+    assert "sediment.actors.kv.errors" not in {m for ms in found.values() for m in ms}
+    shared = _imports(ROOT / "actors/mvcc_errors.py")
+    assert not any(m.startswith("sediment.actors.kv") for m in shared)
+
+
+def test_the_block_tier_imports_no_spark_module() -> None:
+    # the Spark executor (actors/spark/executor.py) is passed in by the tier's config;
+    # the block tier's worker knows only the Executor protocol
+    assert _offenders("actors/blocks", ("sediment.actors.spark",)) == {}
+
+
 def test_no_product_package_imports_the_wiring_layer_or_holds_a_checker() -> None:
     for package in PRODUCT:
         assert _offenders(package, ("sediment.wiring", "sediment.scenarios.checkers")) == {}
         # test oracles live under scenarios/checkers (watch_oracle.py was actors/kv's)
         assert sorted((ROOT / package).rglob("*checker*.py")) == []
+
+
+# the CLI's scenario commands: `run`/`sweep` (sweep.py), their progress bar (progress.py),
+# the headline demo (demo.py) and `local` (local_cluster.py, a scenario's observers
+# and runner over a local cluster)
+RUNS_SCENARIOS = {"sediment/demo.py", "sediment/local_cluster.py", "sediment/progress.py",
+                  "sediment/sweep.py"}
+
+
+def test_only_the_clis_scenario_commands_import_the_scenario_harness() -> None:
+    # a product module that needs a type the harness also uses owns it (the tables
+    # recorder's history types are actors/tables/recorded_history.py)
+    found: dict[str, list[str]] = {}
+    for package in (*PRODUCT, "sediment"):
+        found.update(_offenders(package, ("sediment.scenarios",)))
+    assert sorted(found) == sorted(RUNS_SCENARIOS)
 
 
 def test_the_public_cluster_is_the_wiring_layers() -> None:

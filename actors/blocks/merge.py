@@ -38,8 +38,8 @@ from sediment.actors.blocks import block as blk
 from sediment.actors.blocks.errors import BlockConflict, InvalidRows
 from sediment.actors.blocks.jobs import AssignedJob, CompactedBlocks, Tombstone
 from sediment.actors.blocks.meta import BlockMeta, compacted_block_id
-from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev
 from sediment.actors.log.storage.failpoints import Failpoint, no_fp
+from sediment.actors.mvcc_errors import ErrCompacted, ErrFutureRev
 
 # ---- tables ------------------------------------------------------------------
 

@@ -1,36 +1,12 @@
-"""Typed errors of the KV store; etcd's descriptions (`rpctypes.py`) where etcd has the error."""
+"""Typed errors of the KV store; etcd's descriptions (`rpctypes.py`) where etcd has the error.
+
+`KvError`, `ErrCompacted` and `ErrFutureRev` are defined in `actors/mvcc_errors.py`
+(the block tier raises them too) and re-exported here."""
 
 from __future__ import annotations
 
 from sediment.actors.kv.rpctypes import message
-
-
-def _rebuild(cls: type[KvError], args: tuple[object, ...], state: dict[str, object]) -> KvError:
-    err = cls.__new__(cls)
-    Exception.__init__(err, *args)
-    err.__dict__.update(state)
-    return err
-
-
-class KvError(Exception):
-    """Base class of every error the store raises. Nothing is written when one is raised.
-
-    Errors travel between processes (a machine's result, a query's answer): pickling
-    rebuilds them without calling the subclasses' own constructors."""
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
-
-
-class ErrCompacted(KvError):
-    def __init__(self, compact_revision: int = 0) -> None:
-        super().__init__(message("ErrCompacted"))
-        self.compact_revision = compact_revision
-
-
-class ErrFutureRev(KvError):
-    def __init__(self) -> None:
-        super().__init__(message("ErrFutureRev"))
+from sediment.actors.mvcc_errors import ErrCompacted, ErrFutureRev, KvError
 
 
 class InvalidRequest(KvError):

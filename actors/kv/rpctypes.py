@@ -5,12 +5,15 @@ from it, and the gRPC server (a later part of issue 16) takes the code. Clients 
 errors by the exact description (the Go client's `rpctypes.Error` looks the string up),
 so these strings are etcd's, byte for byte (etcd 3.4 `api/v3rpc/rpctypes/error.go`;
 checked against a real etcd 3.4.23 in `tests/test_etcd_differential.py`). Pure: no grpc
-import; a code is the name of a `grpc.StatusCode` member.
+import; a code is the name of a `grpc.StatusCode` member. The two MVCC descriptions are
+`actors/mvcc_errors.py`'s (the block tier raises those errors too).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from sediment.actors.mvcc_errors import COMPACTED, FUTURE_REV
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +32,8 @@ _TABLE: dict[str, tuple[str, str]] = {
     "ErrLeaseProvided": ("INVALID_ARGUMENT", "etcdserver: lease is provided"),
     "ErrTooManyOps": ("INVALID_ARGUMENT", "etcdserver: too many operations in txn request"),
     "ErrDuplicateKey": ("INVALID_ARGUMENT", "etcdserver: duplicate key given in txn request"),
-    "ErrCompacted": ("OUT_OF_RANGE", "etcdserver: mvcc: required revision has been compacted"),
-    "ErrFutureRev": ("OUT_OF_RANGE", "etcdserver: mvcc: required revision is a future revision"),
+    "ErrCompacted": ("OUT_OF_RANGE", COMPACTED),
+    "ErrFutureRev": ("OUT_OF_RANGE", FUTURE_REV),
     "ErrNoSpace": ("RESOURCE_EXHAUSTED", "etcdserver: mvcc: database space exceeded"),
     "ErrRequestTooLarge": ("INVALID_ARGUMENT", "etcdserver: request is too large"),
     "ErrTooManyRequests": ("RESOURCE_EXHAUSTED", "etcdserver: too many requests"),

@@ -28,8 +28,7 @@ from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ReplayEventsQuery
-from sediment.runtime.errors import CallError
-from sediment.scenarios.catalog_history import (
+from sediment.actors.tables.recorded_history import (
     CatalogCompacted,
     CatalogHistory,
     Pin,
@@ -38,6 +37,7 @@ from sediment.scenarios.catalog_history import (
     VersionActivated,
     replay_pins,
 )
+from sediment.runtime.errors import CallError
 
 
 @dataclass

@@ -24,7 +24,7 @@ import bisect
 from collections.abc import Mapping
 from typing import Any
 
-from sediment.scenarios.catalog_history import CatalogHistory, Cell, Pin, ReadRecord, TxRecord
+from sediment.actors.tables.recorded_history import CatalogHistory, Cell, Pin, ReadRecord, TxRecord
 from sediment.scenarios.checkers.result import CheckResult, passed, unknown, violated
 
 SAFETY = "catalog_compaction_safety"

@@ -67,11 +67,11 @@ from sediment.actors.blocks.shell.names import (
 from sediment.actors.blocks.shell.node import blocks_node
 from sediment.actors.blocks.shell.pool import start_worker_pool
 from sediment.actors.blocks.worker import WorkerConfig
-from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.cluster import node_children, propose
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Query
+from sediment.actors.mvcc_errors import ErrCompacted
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError

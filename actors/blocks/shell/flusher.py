@@ -36,12 +36,12 @@ from sediment.actors.blocks.meta import BlockMeta
 from sediment.actors.blocks.metastore import AddBlocks, FlushCursor, ReadFlushCursor
 from sediment.actors.blocks.service import AddBlocksResult
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
-from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.history import FlushRows
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.queries import HistoryRows
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
+from sediment.actors.mvcc_errors import KvError
 from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError, NoProc
