@@ -179,8 +179,8 @@ def tables_rows(base: str, txs: int, lwm_name: str) -> dict[str, Any]:
     import ray
 
     from sediment.actors.catalog.low_watermark import LowWatermarkConfig
-    from sediment.actors.tables.cluster import TEST_LWM, TablesCluster
     from sediment.actors.tables.names import table_node_name
+    from sediment.wiring.tables import TEST_LWM, TablesCluster
 
     ray.init(include_dashboard=False, log_to_driver=False)
     t0 = time.perf_counter()

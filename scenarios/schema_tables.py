@@ -4,7 +4,7 @@ and catalog compaction, run beside the KV (`scenarios/tables_tier.py`).
 `tables: {}` (or any key below) starts a tables cluster of its own on `nodes` more
 runtime nodes (`t1`, `t2`, ...): per node the metastore member, the partition members,
 the table node and, beside the metastore leader, the compaction coordinator, the index
-build driver and the rebalance driver (`actors/tables/cluster.py`). It creates zone `Z`
+build driver and the rebalance driver (`sediment/wiring/tables.py`). It creates zone `Z`
 (`partitions`, `replicas`) with table `T`, and runs `clients` tables clients that do
 RW transactions, read-only reads and DDL (an added column: a new catalog version) at
 `rate` operations a second each. `events` is the tier's own timeline: index builds,
@@ -85,6 +85,9 @@ class TablesSpec:
     keys: int = 16
     data_availability: float = 1.5  # seconds: the low watermark trails now by this
     lwm_interval: float = 0.3  # seconds between low-watermark updates
+    # seconds a writer waits for a live holder's intent (node_state.DEFAULT_LOCK_WAIT;
+    # 0: no-wait, it fails at once)
+    lock_wait: float = 1.0
     mix: TablesMix = TablesMix()
     events: tuple[TablesEvent, ...] = ()
 
@@ -94,7 +97,7 @@ class TablesSpec:
 
 
 KNOWN = ("nodes", "partitions", "replicas", "clients", "rate", "keys", "data_availability",
-         "lwm_interval", "mix", "events")
+         "lwm_interval", "lock_wait", "mix", "events")
 _EVENT_KEYS: dict[str, tuple[str, ...]] = {
     "create_index": ("hold",), "alter_zone": ("replicas", "hold"), "drop_zone": (),
     "long_transaction": ("hold",), "kill_leader": ("mid_compaction", "within"),
@@ -127,6 +130,8 @@ def read_tables(r: Reader, v: object, path: Path_) -> TablesSpec:
         data_availability=r.opt(m, "data_availability", path, secs(0.0, 600.0),
                                 d.data_availability),
         lwm_interval=r.opt(m, "lwm_interval", path, secs(0.0, 60.0), d.lwm_interval),
+        lock_wait=r.opt(m, "lock_wait", path, lambda x, p: r.number(x, p, 0.0, 60.0),
+                        d.lock_wait),
         mix=r.opt(m, "mix", path, lambda x, p: _mix(r, x, p), d.mix),
     )
     if "events" in m:
@@ -203,6 +208,8 @@ def tables_dict(t: TablesSpec) -> dict[str, Any]:
             "clients": t.clients, "rate": _num(t.rate), "keys": t.keys,
             "data_availability": _num(t.data_availability),
             "lwm_interval": _num(t.lwm_interval),
+            # only when set: a file without it reads and writes back as before
+            **({} if t.lock_wait == TablesSpec.lock_wait else {"lock_wait": _num(t.lock_wait)}),
             "mix": {k: _num(getattr(t.mix, k)) for k in TABLE_OPS},
             "events": [_event_dict(e) for e in t.events]}
 

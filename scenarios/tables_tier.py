@@ -3,7 +3,7 @@ its clients, its timeline and what the catalog checks judge.
 
 - `extra_nodes`: the runtime nodes the tier's cluster runs on (`t1`, `t2`, ...), added
   to the run's runtime beside the KV's;
-- `TablesTier.start`: once the KV runs, the tables cluster (`actors/tables/cluster.py`,
+- `TablesTier.start`: once the KV runs, the tables cluster (`sediment/wiring/tables.py`,
   its top supervisor on the runner's client node), zone `Z` and table `T`, and the
   tables clients (`tables_client.py`), waiting for their Go;
 - `TablesTier.tick(t)`: called by the runner while the traffic runs (each of its
@@ -38,7 +38,6 @@ from sediment.actors.catalog.machine import CatalogVersionQuery, CompactCatalog,
 from sediment.actors.log.shell.applying import before_apply_point
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.tables.cluster import TablesCluster, Transaction
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import META_GROUP
 from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
@@ -58,6 +57,7 @@ from sediment.scenarios.tables_client import (
     client_name,
     tables_client,
 )
+from sediment.wiring.tables import TablesCluster, Transaction
 
 _logger = log.get_logger("sediment.scenarios.tables_tier")
 
@@ -116,7 +116,7 @@ class TablesTier:
                                  max_clock_skew_ms=10)
         c = TablesCluster.start(nodes=s.node_names, data_dir=str(self.data_dir),
                                 seed=self.seed, lwm=lwm, runtime=self.rt,
-                                top_node=self.client_node)
+                                top_node=self.client_node, lock_wait=s.lock_wait)
         self.cluster = c
         c.create_zone("Z", partitions=s.partitions, replicas=s.replicas)
         c.create_table("T", "Z", COLUMNS, ["k"])

@@ -3,6 +3,7 @@
 The public face:
 
     from sediment import Cluster              # the KV cluster, driven from Python
+    from sediment import TablesCluster        # partitioned tables with a catalog (issue 17)
     from sediment.runtime import start, ...   # processes, for code that runs on the runtime
 
 `Cluster.start(nodes=3, backend="sim" | "ray")` starts a KV cluster (etcd's MVCC
@@ -28,6 +29,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 # name -> the module that defines it (one place to update when a module moves)
 _PUBLIC = {
     "Cluster": "sediment.wiring.cluster",
+    "TablesCluster": "sediment.wiring.tables",
     "EtcdWire": "sediment.actors.etcd.server",
     "connect": "sediment.actors.etcd.client",
     "KvError": "sediment.actors.kv.errors",
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from sediment.actors.etcd.server import EtcdWire
     from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, InvalidRequest, KvError
     from sediment.wiring.cluster import Cluster
+    from sediment.wiring.tables import TablesCluster
 
 
 def __getattr__(name: str) -> Any:
@@ -57,4 +60,4 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["Cluster", "ErrCompacted", "ErrFutureRev", "EtcdWire", "InvalidRequest", "KvError",
-           "__version__", "connect"]
+           "TablesCluster", "__version__", "connect"]

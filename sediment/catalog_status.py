@@ -18,7 +18,7 @@ import tempfile
 from typing import Any
 
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables.cluster import TablesCluster
+from sediment.wiring.tables import TablesCluster
 
 
 def _ts(value: Any) -> str:

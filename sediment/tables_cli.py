@@ -1,6 +1,6 @@
 """`sediment tables ...`: zones, tables, indexes and rows from the shell, as an Ignite or
 SQL user expects them (CREATE ZONE/TABLE/INDEX, INSERT, SELECT by key, a scan, an index
-lookup), over the Python API of the tables tier (`actors/tables/cluster.py`).
+lookup), over the Python API of the tables tier (`sediment/wiring/tables.py`).
 
 There is no long-running tables cluster to attach to (`sediment start` runs the KV), so
 each command starts the tables cluster over `--data-dir` on the simulator, runs one
@@ -228,7 +228,7 @@ def cluster(args: argparse.Namespace) -> Iterator[Any]:
     simulator's time runs faster than the wall's, so a command that follows quickly
     would otherwise stamp below the rows the last one committed."""
     from sediment.actors.catalog.low_watermark import LowWatermarkConfig
-    from sediment.actors.tables.cluster import TablesCluster
+    from sediment.wiring.tables import TablesCluster
 
     state = _state(args.data_dir, args.nodes)
     names = [str(n) for n in state["nodes"]]

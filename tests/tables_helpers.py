@@ -14,11 +14,11 @@ from typing import Any
 
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
-from sediment.actors.tables.cluster import TablesCluster, Transaction
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
 from sediment.actors.tables.node_protocol import TxAlive
 from sediment.runtime.errors import CallError
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
+from sediment.wiring.tables import TablesCluster, Transaction
 
 COLUMNS = [("k", "int", False), ("v", "int")]
 

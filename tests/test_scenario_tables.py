@@ -44,6 +44,20 @@ def test_a_scenario_without_the_tier_has_none() -> None:
     assert "tables" not in s.to_dict()["cluster"]
 
 
+def test_the_lock_wait_is_the_clusters_default_unless_set() -> None:
+    # a file without it keeps the cluster's default, and its plain form stays as it was
+    # (so histories of the existing files do not change); 0 is no-wait
+    from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT
+
+    plain = schema.loads("name: w\nduration: 2\ncluster: {tables: {}}\n")
+    assert plain.cluster.tables is not None
+    assert plain.cluster.tables.lock_wait == DEFAULT_LOCK_WAIT
+    assert "lock_wait" not in plain.to_dict()["cluster"]["tables"]
+    nowait = schema.loads("name: w\nduration: 2\ncluster: {tables: {lock_wait: 0}}\n")
+    assert nowait.cluster.tables is not None and nowait.cluster.tables.lock_wait == 0.0
+    assert schema.load_dict(nowait.to_dict()) == nowait
+
+
 BASE = """
 name: bad
 duration: 4
@@ -65,6 +79,7 @@ cluster:
                                                    "idle"),
     ("{events: [{at: 1, stop_node: {node: t1}}]}", "stop_node.hold: is required"),
     ("{events: [{at: 1, drop_zone: {}, kill_leader: {}}]}", "got drop_zone, kill_leader"),
+    ("{lock_wait: -1}", "cluster.tables.lock_wait: must be a number"),
 ])
 def test_bad_tables_settings_are_refused(tables: str, message: str) -> None:
     with pytest.raises(schema.ScenarioError) as err:

@@ -22,7 +22,6 @@ from sediment.actors.catalog.errors import (
 )
 from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import (
     InvalidRow,
     ReadBelowLowWatermark,
@@ -31,6 +30,7 @@ from sediment.actors.tables.errors import (
 )
 from sediment.actors.tables.node_protocol import Write
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
+from sediment.wiring.tables import TablesCluster
 
 COLUMNS = [("k", "int", False), ("v", "str")]
 LWM = LowWatermarkConfig(data_availability_ms=3_000, update_interval_ms=300, max_clock_skew_ms=10)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables.cluster import TablesCluster
+from sediment.wiring.tables import TablesCluster
 
 
 def _lwms(c: TablesCluster) -> dict[str, HybridTimestamp | None]:

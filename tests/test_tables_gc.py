@@ -18,11 +18,11 @@ from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.tables import partition
 from sediment.actors.tables import unique_claims as ucl
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import UniqueConstraintViolation
 from sediment.actors.tables.index_entries import MaintainedIndex
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
 from sediment.actors.tables.names import partition_group
+from sediment.wiring.tables import TablesCluster
 
 LWM = LowWatermarkConfig(data_availability_ms=3_000, update_interval_ms=300, max_clock_skew_ms=10)
 

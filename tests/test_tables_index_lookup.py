@@ -18,12 +18,12 @@ from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.tables import index_entries as ie
 from sediment.actors.tables import partition
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import IndexNotAvailable
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
 from sediment.actors.tables.node_protocol import RoGet
 from sediment.actors.tables.partition_machine import FlushCmd, IndexLookup, PartitionMachine
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
+from sediment.wiring.tables import TablesCluster
 
 G = ZonePartition(0, 1)
 T = 7  # table id

@@ -25,12 +25,12 @@ from sediment.actors.catalog.errors import IndexNotFound, InvalidCommand
 from sediment.actors.catalog.hlc import hts
 from sediment.actors.tables import index_entries as ie
 from sediment.actors.tables import index_range as ir
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import IndexNotAvailable
 from sediment.actors.tables.index_range import IndexRange
 from sediment.actors.tables.mvcc import PartitionRows, WriteIntent
 from sediment.actors.tables.node_protocol import RoGet
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
+from sediment.wiring.tables import TablesCluster
 
 # ---- the core -----------------------------------------------------------------------
 

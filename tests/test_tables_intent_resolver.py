@@ -17,7 +17,6 @@ from tables_helpers import sim_tables
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import hts
 from sediment.actors.tables import mvcc
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import (
     TableDropped,
     UniqueConstraintViolation,
@@ -26,6 +25,7 @@ from sediment.actors.tables.errors import (
 from sediment.actors.tables.intent_resolver import met_intent
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
+from sediment.wiring.tables import TablesCluster
 
 G = ZonePartition(0, 0)
 KEY = (1, (7,))

@@ -17,7 +17,6 @@ from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ScanAt
 from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
@@ -25,6 +24,7 @@ from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.failpoints import FailpointHit
 from sediment.scenarios.checkers.catalog_compaction import compaction_safety
+from sediment.wiring.tables import TablesCluster
 
 COLUMNS = [("k", "int", False), ("v", "int")]
 LWM = LowWatermarkConfig(data_availability_ms=3_000, update_interval_ms=300, max_clock_skew_ms=10)

@@ -26,11 +26,11 @@ from sediment.actors.log.raft.types import Entry
 from sediment.actors.tables import mvcc, partition
 from sediment.actors.tables import unique_check as uc
 from sediment.actors.tables import unique_claims as ucl
-from sediment.actors.tables.cluster import TablesCluster
 from sediment.actors.tables.errors import UniqueConstraintViolation, WriteConflict
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
 from sediment.actors.tables.partition_machine import PartitionMachine
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
+from sediment.wiring.tables import TablesCluster
 
 G = ZonePartition(0, 1)
 U = 9  # the unique index's id

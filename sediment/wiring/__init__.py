@@ -11,7 +11,11 @@ together lives here, above them all:
   the values one tier hands another, such as the block tier's flushed-through revision
   as the KV compaction's hold) and the node handles that break and restart nodes;
 - `client.py`: the KV's API over the whole cluster, with reads below the KV's
-  compaction answered from the block tier.
+  compaction answered from the block tier;
+- `tables.py`, `tables_node_tree.py`, `tables_transaction.py`: the tables cluster
+  (`TablesCluster`: the metastore with the catalog, the partitions, the table nodes,
+  the compaction coordinator and the drivers beside the metastore leader) and its
+  transactions, from the parts in `actors/tables/cluster.py`.
 
 Users import `Cluster` from the top (`from sediment import Cluster`).
 """

@@ -12,7 +12,7 @@ from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.index_range import between
 
 if TYPE_CHECKING:
-    from sediment.actors.tables.cluster import TablesCluster
+    from sediment.wiring.tables import TablesCluster
 
 
 @dataclass
