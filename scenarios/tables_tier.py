@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import META_GROUP
 from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
+from sediment.actors.tables.recorded_history import TxRecord
 from sediment.actors.tables.recorder import Recorder
 from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import RuntimeErrorBase
@@ -362,6 +364,7 @@ class TablesTier:
         notes = [f"tables coordinator outcomes: {_counts(counts)}",
                  f"tables pins: {_counts(pins)}",
                  f"tables clients: {_counts(client_outcomes)}",
+                 f"tables transactions: {_tx_counts(history.txs)}",
                  f"tables catalog: {_versions(c)}",
                  *(f"tables event: {line}" for line in self.log)]
         return checks, notes
@@ -408,6 +411,17 @@ def _merge(into: Recorder, rec: Recorder) -> None:
         into.versions.setdefault(v, a)
     into.txs.update(rec.txs)
     into.reads.extend(rec.reads)
+
+
+def _tx_counts(txs: Iterable[TxRecord]) -> str:
+    """Transactions by outcome (aborted: rolled back or refused), and the writes each
+    outcome's transactions had acknowledged (an aborted one's are work thrown away)."""
+    counts: dict[str, int] = {}
+    for tx in txs:
+        counts[tx.outcome] = counts.get(tx.outcome, 0) + 1
+        key = f"writes in {tx.outcome}"
+        counts[key] = counts.get(key, 0) + len(tx.writes)
+    return _counts(counts)
 
 
 def _versions(c: TablesCluster) -> str:

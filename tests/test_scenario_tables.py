@@ -164,6 +164,8 @@ def test_contended_rows_with_the_bounded_lock_wait(seed: int, tmp_path: Path) ->
     clients = note(r, "tables clients")
     assert count(clients, "write:WriteConflict") >= 1, clients  # contention happened
     assert count(clients, "write:ok") >= 10 and count(clients, "tx:ok") >= 10, clients
+    txs = note(r, "tables transactions")  # the recorded ones, by outcome
+    assert count(txs, "committed") >= 10 and count(txs, "writes in committed") >= 10, txs
     assert count(note(r, "tables coordinator outcomes"), "compacted") >= 1
     events = [n for n in r.notes if n.startswith("tables event:")]
     assert sum("killed" in n for n in events) == 2, events
