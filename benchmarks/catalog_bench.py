@@ -172,21 +172,21 @@ def _progress(what: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
 
 
-def tables_rows(base: str, txs: int, lwm_name: str) -> dict[str, Any]:
+def tables_rows(base: str, txs: int, lwm_name: str, backend: str = "ray") -> dict[str, Any]:
     """`lwm_name`: "default" (Ignite's: the watermark moves every 5 minutes) or "test"
     (every 0.3 s, as the tests and scenarios run: each move is a GC proposal to every
-    partition and a compaction iteration with its proposals and flushes)."""
-    import ray
-
+    partition and a compaction iteration with its proposals and flushes). `backend`
+    "sim" runs the same steps on the simulator (the test of this bench; its rates mean
+    nothing)."""
     from sediment.actors.catalog.low_watermark import LowWatermarkConfig
     from sediment.actors.tables.names import table_node_name
     from sediment.wiring.tables import TEST_LWM, TablesCluster
 
-    ray.init(include_dashboard=False, log_to_driver=False)
+    _ray_init(backend)
     t0 = time.perf_counter()
     _progress(f"tables: starting ({lwm_name} low watermark)")
     lwm = TEST_LWM if lwm_name == "test" else LowWatermarkConfig()
-    c = TablesCluster.start(3, backend="ray", data_dir=os.path.join(base, "tables"), lwm=lwm)
+    c = TablesCluster.start(3, backend=backend, data_dir=os.path.join(base, "tables"), lwm=lwm)
     out: dict[str, Any] = {"start_seconds": time.perf_counter() - t0}
     try:
         c.rt.wait_warm(60)
@@ -221,19 +221,31 @@ def tables_rows(base: str, txs: int, lwm_name: str) -> dict[str, Any]:
         out["lwm"] = lwm_name
     finally:
         c.stop()
-        ray.shutdown()
+        _ray_shutdown(backend)
     return out
 
 
-def kv_rows(base: str, puts: int) -> dict[str, Any]:
-    import ray
+def _ray_init(backend: str) -> None:
+    if backend == "ray":
+        import ray
 
+        ray.init(include_dashboard=False, log_to_driver=False)
+
+
+def _ray_shutdown(backend: str) -> None:
+    if backend == "ray":
+        import ray
+
+        ray.shutdown()
+
+
+def kv_rows(base: str, puts: int, backend: str = "ray") -> dict[str, Any]:
     from sediment.actors.kv.names import KV_GROUP
     from sediment.actors.log.shell.names import raft_name
     from sediment.wiring.cluster import Cluster
 
-    ray.init(include_dashboard=False, log_to_driver=False)
-    cluster = Cluster.start(3, data_dir=os.path.join(base, "kv"), backend="ray",
+    _ray_init(backend)
+    cluster = Cluster.start(3, data_dir=os.path.join(base, "kv"), backend=backend,
                             compaction_interval=3600.0)
     leader = cluster.wait_ready()
     cluster.rt.wait_warm(60)
@@ -250,10 +262,11 @@ def kv_rows(base: str, puts: int) -> dict[str, Any]:
                    for j in range(8)]
         done, seconds = cluster.rt.run(_drive, leader, clients, node=leader, timeout=900)
         out["put/8"] = done / seconds
+        out["put/8_done"] = done
         _progress(f"kv: {out['put/1']:.0f} and {out['put/8']:.0f} puts/s")
     finally:
         cluster.stop()
-        ray.shutdown()
+        _ray_shutdown(backend)
     return out
 
 

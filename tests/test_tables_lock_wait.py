@@ -21,10 +21,10 @@ from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.errors import UniqueConstraintViolation, WriteConflict
 from sediment.actors.tables.names import table_node_name
 from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT
-from sediment.actors.tables.transaction import Transaction
 from sediment.runtime.process import Process
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 from sediment.wiring.tables import TablesCluster
+from sediment.wiring.tables_transaction import Transaction
 
 WAIT = 2.0
 
