@@ -68,6 +68,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("name")
     p.add_argument("--partitions", type=int_at_least(1), default=4, help="partitions")
     p.add_argument("--replicas", type=int_at_least(1), default=2, help="replicas")
+    p = cmd("alter-zone", "change a zone's replicas (ALTER ZONE ... SET REPLICAS) and wait "
+                          "until its partitions are moved")
+    p.add_argument("name")
+    p.add_argument("--replicas", type=int_at_least(1), required=True,
+                   help="the new replica count (at most the nodes)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="return once the catalog changed, without waiting for the rebalance")
+    p = cmd("versions", "show the catalog's versions: the earliest kept (compaction "
+                        "trims below it), the latest, and the update log's size")
     p = cmd("create-table", "create a table (CREATE TABLE) in a zone")
     p.add_argument("name")
     p.add_argument("--zone", required=True, help="the zone holding its rows")
@@ -272,6 +281,21 @@ def run(c: Any, args: argparse.Namespace) -> Any:
     at = HybridTimestamp(args.at) if getattr(args, "at", None) is not None else None
     if command == "create-zone":
         return _ddl(c, c.create_zone(args.name, args.partitions, args.replicas))
+    if command == "alter-zone":
+        version = c.alter_zone(args.name, args.replicas)
+        if not args.no_wait:
+            c.wait_rebalanced(args.name)
+        assignments = c.assignments()
+        zone = c.catalog().zone_named(args.name)
+        return {**_ddl(c, version), "replicas": args.replicas,
+                "partitions": {str(g.partition): sorted(nodes)
+                               for g, nodes in sorted(assignments.items(),
+                                                      key=lambda a: a[0].partition)
+                               if g.zone_id == zone.id}}
+    if command == "versions":
+        v = c.versions()
+        return {"earliest_version": v.earliest_version, "latest_version": v.latest_version,
+                "log_size": v.log_size}
     if command == "create-table":
         return _ddl(c, c.create_table(args.name, args.zone, columns(args.columns),
                                       _names(args.primary_key)))

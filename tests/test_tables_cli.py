@@ -103,3 +103,30 @@ def test_lookups_and_typed_errors(tmp_path: Path) -> None:
             run("get", "T", "1", "--at", registered["active_at"])
         after = run("scan", "T")
         assert [r["k"] for r in after] == [r["k"] for r in before]  # type: ignore[attr-defined]
+
+
+def test_alter_zone_moves_replicas_and_versions_shows_the_log(tmp_path: Path) -> None:
+    from sediment.actors.catalog.errors import InvalidDdl, ZoneNotFound
+
+    data = tmp_path / "t"
+
+    def run(*argv: str) -> object:
+        return tables_cli.run(c, _args(data, *argv))  # type: ignore[arg-type]
+
+    with tables_cli.cluster(_args(data, "ls")) as c:  # type: ignore[arg-type]
+        run("create-zone", "Z", "--partitions", "3", "--replicas", "2")
+        run("create-table", "T", "--zone", "Z", "-c", "k:int!", "-c", "v:str", "-k", "k")
+        run("put", "T", json.dumps({"k": 1, "v": "one"}))
+        before = run("versions")
+        assert isinstance(before, dict) and before["latest_version"] == 2
+        moved = run("alter-zone", "Z", "--replicas", "3")
+        assert isinstance(moved, dict) and moved["version"] == 3
+        assert moved["partitions"] == {str(p): ["n1", "n2", "n3"] for p in range(3)}
+        # bad input: typed errors, the catalog unchanged
+        with pytest.raises(ZoneNotFound):
+            run("alter-zone", "NOPE", "--replicas", "2")
+        with pytest.raises(InvalidDdl):
+            run("alter-zone", "Z", "--replicas", "4")
+        after = run("versions")
+        assert isinstance(after, dict) and after["latest_version"] == 3
+        assert run("get", "T", "1") == [{"k": 1, "v": "one"}]
