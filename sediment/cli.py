@@ -177,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "catalog status.")
     cstatus.add_argument("--seed", type=int_at_least(0), default=0, help="the simulator's seed")
     cstatus.add_argument("--json", action="store_true", help="print the status as JSON")
+    cstatus.add_argument("--data-dir", default=None, metavar="DIR",
+                         help="show the tables cluster `sediment tables` keeps in DIR "
+                              "instead of the seeded workload's")
 
     from sediment import tables_cli
 

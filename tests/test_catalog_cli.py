@@ -5,6 +5,7 @@ back at the version it pins, with the versions, log size and coordinator iterati
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,19 @@ def test_render_names_each_hold() -> None:
 def test_catalog_needs_a_subcommand() -> None:
     with pytest.raises(SystemExit):
         cli.main(["catalog"])
+
+
+def test_catalog_status_of_a_data_dir(capsys: pytest.CaptureFixture[str],
+                                      tmp_path: Path) -> None:
+    # the cluster `sediment tables` keeps in a data dir: its versions and log
+    data = str(tmp_path / "t")
+    assert cli.main(["catalog", "status", "--data-dir", data]) == 1  # nothing there yet
+    assert "no tables cluster" in capsys.readouterr().err
+    assert cli.main(["tables", "--data-dir", data, "create-zone", "Z"]) == 0
+    assert cli.main(["tables", "--data-dir", data, "create-table", "T", "--zone", "Z",
+                     "-c", "k:int!", "-k", "k"]) == 0
+    capsys.readouterr()
+    assert cli.main(["catalog", "status", "--json", "--data-dir", data]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["latest_version"] == 2 and status["earliest_version"] == 0
+    assert sorted(status["nodes"]) == ["n1", "n2", "n3"]
