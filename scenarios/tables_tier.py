@@ -25,6 +25,7 @@ whole run stays a function of the seed.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import META_GROUP
+from sediment.actors.tables.node_state import load_lwm
 from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
 from sediment.actors.tables.recorded_history import TxRecord
 from sediment.actors.tables.recorder import Recorder
@@ -286,10 +288,26 @@ class TablesTier:
                 self._note(t, f"long transaction {p.tx.id} not ended: {type(err).__name__}")
         if p.stopped is not None:
             try:
+                past = self._past_stored_lwm(p.stopped)
                 self.c.restart_node(p.stopped)
-                self._note(t, f"restarted {p.stopped}")
+                self._note(t, f"restarted {p.stopped}{past}")
             except _ERRORS as err:
                 self._error(t, f"restart {p.stopped}: {type(err).__name__}: {err}")
+
+    def _past_stored_lwm(self, node: str) -> str:
+        """Whether the catalog was compacted past the low watermark the stopped node
+        stored (Ignite's ItNodeRecoveryAfterCatalogTruncatedAboveStoredLwmTest: on
+        restart it must raise it to the earliest activation)."""
+        stored = load_lwm(os.path.join(str(self.data_dir), node, "low_watermark.json"))
+        try:
+            earliest = self.c.versions().earliest_activation
+        except _ERRORS:
+            return ""
+        if stored is None or earliest is None:
+            return ""
+        past = "yes" if stored < earliest else "no"
+        return (f" (stored watermark {stored.value}, earliest activation "
+                f"{earliest.value}: compacted past it {past})")
 
     # ---- the recorder ------------------------------------------------------------------
 

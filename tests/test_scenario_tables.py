@@ -20,7 +20,7 @@ FILES = Path(__file__).resolve().parents[1] / "scenarios" / "tables"
 SEEDS = int(os.environ.get("SEDIMENT_SCENARIO_SEEDS", "1"))
 NAMES = ("tables-coordinator-killed-mid-compaction", "tables-long-transaction-and-index-build",
          "tables-rebalance-and-dropped-zone", "tables-node-stopped-past-its-watermark",
-         "tables-contended-rows")
+         "tables-contended-rows", "tables-idle-node-stopped-past-its-watermark")
 TABLE_CHECKS = ("catalog_compaction_safety", "catalog_atomic_visibility", TIER_CHECK)
 
 
@@ -153,6 +153,17 @@ def test_a_node_stopped_then_a_node_killed(seed: int, tmp_path: Path) -> None:
     outcomes = note(r, "tables coordinator outcomes")
     assert count(outcomes, "nodes_missing") >= 1, outcomes
     assert any("restarted" in n for n in r.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_an_idle_node_restarts_past_its_stored_watermark(seed: int, tmp_path: Path) -> None:
+    """Ignite's ItNodeRecoveryAfterCatalogTruncatedAboveStoredLwmTest as a file: the
+    catalog was compacted past the watermark the stopped node stored, and it came back."""
+    r = run(NAMES[5], seed, tmp_path)
+    restarted = [n for n in r.notes if n.startswith("tables event:") and "restarted" in n]
+    assert len(restarted) == 1 and "compacted past it yes" in restarted[0], restarted
+    assert count(note(r, "tables coordinator outcomes"), "compacted") >= 1
 
 
 @pytest.mark.slow
