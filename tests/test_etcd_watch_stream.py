@@ -49,3 +49,30 @@ def test_an_event_keeps_its_kind_key_value_and_prev_kv_on_the_wire() -> None:
     assert out.type == kv_pb2.Event.DELETE and out.kv.key == b"k" and out.kv.mod_revision == 5
     assert wire.kv_from_pb(out.prev_kv) == prev
     assert not event_pb(Event("put", KeyValue(b"k", b"v", 5, 5, 1))).HasField("prev_kv")
+
+
+def test_the_watch_script_pins_etcds_answers() -> None:
+    """The transcript `tests/test_etcd_wire.py` compares Sediment's with, as a real etcd
+    3.4 gives it: events of one revision in the txn's op order (d before c), prev_kv on
+    the delete only, the NODELETE filter, a progress response (watch id -1, etcd's
+    InvalidWatchID) carrying the head once both watches are synced, a cancel answered
+    with the watch's id, and nothing for the canceled watch after it."""
+    from etcd_helpers import RealEtcd, require_etcd
+    from etcd_watch_script import watch_transcript
+
+    require_etcd()
+    with RealEtcd() as etcd:
+        t = watch_transcript(etcd.endpoint, b"/script/")
+    put, delete = "put", "delete"
+    a1 = (b"/script/a", b"1", 0, 0, 1)
+    assert t["events"]["w1"] == [
+        (put, a1, None), (put, (b"/script/b", b"2", 1, 1, 1), None),
+        (delete, (b"/script/a", b"", None, 2, 0), a1),
+        (put, (b"/script/d", b"4", 3, 3, 1), None), (put, (b"/script/c", b"3", 3, 3, 1), None)]
+    assert [(kind, kv[0]) for kind, kv, _ in t["events"]["w2"]] == [
+        (put, b"/script/a"), (put, b"/script/b"), (put, b"/script/d"), (put, b"/script/c"),
+        (put, b"/script/e")]
+    assert [(s["watch"], s["created"], s["canceled"], s["revision"]) for s in t["stream"]] == [
+        ("w1", True, False, None), ("w2", True, False, None), (-1, False, False, 3),
+        ("w1", False, True, None), (-1, False, False, 4)]
+    assert t["split_revisions"] == [] and t["header_behind_events"] == []
