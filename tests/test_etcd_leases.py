@@ -197,3 +197,29 @@ def test_tokens_name_users_and_the_auth_state_survives_a_snapshot(tmp_path: Path
     assert not au.password_ok(m.auth.state.users["alice"]["password"], "wrong")
     m.close()
     other.close()
+
+
+def test_a_restart_keeps_the_checkpointed_ttl_and_a_new_leader_extends_it(
+        tmp_path: Path) -> None:
+    """etcd's lease checkpoints: a member reopened from its own files still holds the
+    remaining TTL the leader last checkpointed, and the lessor of whichever member leads
+    next gives the lease that remainder plus an election timeout, not its whole TTL."""
+    m = NetsyMachine(str(tmp_path / "m"))
+    for i, cmd in enumerate((LeaseGrant(9, 60), Put(b"k", b"v", lease=9),
+                             LeaseCheckpoint(((9, 7),))), start=1):
+        assert not isinstance(m.apply(Entry(i, 1, 0.0, cmd)), Exception), cmd
+    m.close()
+    reopened = NetsyMachine(str(tmp_path / "m"))  # the restart: same dir, no snapshot
+    try:
+        assert reopened.applied == 3  # the checkpoint is not applied a second time
+        leases = reopened.query(AllLeases())
+        assert leases == [LeaseInfo(9, 60, 7)]
+        lessor = Lessor()
+        lessor.promote(500.0, leases, extend=1.0)
+        assert lessor.remaining(500.0, 9) == 8  # 7 left + the election timeout, not 60
+        assert lessor.expired(507.9) == [] and lessor.expired(508.0) == [9]
+        unchecked = Lessor()  # a lease never checkpointed gets its whole TTL (etcd too)
+        unchecked.promote(500.0, [LeaseInfo(9, 60, 0)], extend=1.0)
+        assert unchecked.remaining(500.0, 9) == 61
+    finally:
+        reopened.close()

@@ -9,6 +9,7 @@ through the same client to a real etcd 3.4 and to a fresh Sediment cluster's end
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -147,6 +148,55 @@ def test_endpoint_status_and_member_list(wire: Cluster) -> None:
     for node, url in wire.endpoints().items():
         assert f"{node}, sediment://{node}, {url}" in members
     assert "is healthy" in ctl(urls[1], "endpoint", "health")
+
+
+def test_alarm_list_hashkv_and_the_headers_ids_and_term(wire: Cluster) -> None:
+    """Maintenance Alarm (none is ever raised), HashKV (members that applied the same
+    entries hash the same), Hash (not served: UNIMPLEMENTED), and the ids in every
+    header: one cluster id, a member id per node (MemberList's), the raft term."""
+    urls = list(wire.endpoints().values())
+    every = ",".join(urls)
+    assert ctl(every, "alarm", "list").strip() == ""
+    ctl(urls[0], "put", "/hash/k", "v")
+    head = _head(urls[0])
+    hashes: set[int] = set()
+    for _ in range(120):  # bounded: until each follower applied head and compacted alike
+        done = subprocess.run([_need_etcdctl(), f"--endpoints={every}", "endpoint", "hashkv",
+                               f"--rev={head}", "-w", "json"], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "ETCDCTL_API": "3"})
+        if done.returncode == 0:
+            answers = json.loads(done.stdout)
+            hashes = {a["HashKV"]["hash"] for a in answers}
+            if len(answers) == 3 and len(hashes) == 1:
+                break
+        wire.rt.sleep(0.5)
+    assert len(hashes) == 1 and 0 not in hashes, hashes
+    status = json.loads(ctl(every, "endpoint", "status", "-w", "json"))
+    headers = [s["Status"]["header"] for s in status]
+    members = json.loads(ctl(urls[0], "member", "list", "-w", "json"))
+    assert len({h["cluster_id"] for h in headers}) == 1
+    assert headers[0]["cluster_id"] == members["header"]["cluster_id"]
+    assert {h["member_id"] for h in headers} == {m["ID"] for m in members["members"]}
+    assert all(h["raft_term"] >= 1 and h["revision"] >= head for h in headers)
+    assert {s["Status"]["leader"] for s in status} <= {m["ID"] for m in members["members"]}
+    channel = grpc.insecure_channel(urls[0].removeprefix("http://"))
+    with channel, pytest.raises(grpc.RpcError) as err:
+        pbg.MaintenanceStub(channel).Hash(pb.HashRequest(), timeout=30)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_one_watch_stream_as_etcd_answers_it(wire: Cluster) -> None:
+    """The scripted stream of `tests/etcd_watch_script.py` on a follower (its writes
+    forwarded, its watches served by the follower's node) and on a real etcd 3.4: the
+    same transcript (events of a txn in op order, prev_kv, a filter, progress requests,
+    a cancel; revisions relative to the first write)."""
+    require_etcd()
+    from etcd_watch_script import watch_transcript
+
+    with RealEtcd() as etcd:
+        want = watch_transcript(etcd.endpoint, b"/script/")
+    got = watch_transcript(_follower_url(wire).removeprefix("http://"), b"/script/")
+    assert got == want
 
 
 def _granted(out: str) -> str:

@@ -391,6 +391,8 @@ def _values_at(rev: int, entry_of: tuple[int, str | None] | None,
     if entry.index != index:
         raise RestoreError(f"asked for entry {index}, got {entry.index}")
     cmd = entry.command
+    if isinstance(cmd, auth_store.Wire):  # a client's request off the etcd API
+        cmd = cmd.request
     if isinstance(cmd, Put):
         return {bytes(cmd.key): bytes(cmd.value)}
     if isinstance(cmd, Txn) and path is not None:
