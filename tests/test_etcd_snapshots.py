@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from sediment.actors.kv.auth_store import Wire
 from sediment.actors.kv.machine import NetsyMachine
 from sediment.actors.kv.types import Compact, Compare, Put, Range, Txn
@@ -48,9 +46,10 @@ def test_a_snapshot_restores_values_written_through_the_etcd_api(tmp_path: Path)
         other.close()
 
 
-@pytest.mark.xfail(strict=True, reason="an ignore_value Put's entry holds no value and the "
-                   "snapshot carries none: the restore writes b'' (docs/etcd_semantics.md)")
 def test_a_snapshot_restores_the_value_an_ignore_value_put_kept(tmp_path: Path) -> None:
+    """The put's entry holds no value (it kept the key's previous one, whose entry is
+    compacted away): the snapshot carries the value itself, and the restored member
+    snapshots the same bytes."""
     m, log = _machine(tmp_path / "a")
     _apply(m, log, Wire(None, 1, Put(b"i", b"orig")))
     _apply(m, log, Wire(None, 1, Put(b"i", b"", ignore_value=True)))
@@ -60,6 +59,25 @@ def test_a_snapshot_restores_the_value_an_ignore_value_put_kept(tmp_path: Path) 
     try:
         other.restore(data, m.applied, log)
         assert other.query(Range(b"i")).kvs == m.query(Range(b"i")).kvs
+        assert other.query(Range(b"i")).kvs[0].value == b"orig"
+        assert other.snapshot()[0] == data
     finally:
         m.close()
         other.close()
+
+
+def test_a_kept_value_compacted_away_leaves_the_snapshot_as_before(tmp_path: Path) -> None:
+    """Once the ignore_value row is compacted its kept value is dropped, and a snapshot
+    without kept values has the bytes it had before they existed (no `kept` field)."""
+    m, log = _machine(tmp_path / "a")
+    _apply(m, log, Put(b"i", b"orig"))
+    _apply(m, log, Txn((), (Put(b"i", b"", ignore_value=True), Put(b"j", b"x")), ()))
+    assert b'"kept"' in m.snapshot()[0]
+    _apply(m, log, Put(b"i", b"new"))
+    _apply(m, log, Compact(4))  # the ignore_value row (revision 3) is superseded
+    while m.store.pending_compaction is not None:
+        m.store.compact_batch()
+    assert m.store.kept_values() == []
+    data, _ = m.snapshot()
+    assert b'"kept"' not in data
+    m.close()

@@ -71,7 +71,7 @@ def test_a_new_kv_file_has_the_release_schema_and_every_step_recorded(tmp_path: 
     assert new.execute("PRAGMA index_info(records_by_revision)").fetchall() == \
         old.execute("PRAGMA index_info(records_by_revision)").fetchall()
     assert applied_steps(new, KV_FILE) == [name for name, _ in KV_FILE.steps]
-    assert version_of(new, KV_FILE) == KV_FILE.version == 3
+    assert version_of(new, KV_FILE) == KV_FILE.version == 4
     new.close()
     old.close()
 
@@ -80,7 +80,7 @@ def test_reopening_runs_no_step_twice(tmp_path: Path) -> None:
     for _ in range(3):
         Store(tmp_path / "kv.sqlite").close()
     with sqlite3.connect(tmp_path / "kv.sqlite") as conn:
-        assert conn.execute(f"SELECT COUNT(*) FROM {VERSION_TABLE}").fetchone()[0] == 3
+        assert conn.execute(f"SELECT COUNT(*) FROM {VERSION_TABLE}").fetchone()[0] == 4
 
 
 def test_a_kv_file_of_the_previous_release_migrates_and_reads_back(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_a_kv_file_before_leases_gains_the_lease_column(tmp_path: Path) -> None:
         assert kv is not None and (kv.value, kv.lease) == (b"v", 0)
     with sqlite3.connect(path) as conn:
         assert "lease" in {row[1] for row in _shape(conn, "records")}
-        assert version_of(conn, KV_FILE) == 3
+        assert version_of(conn, KV_FILE) == 4
 
 
 def test_a_file_of_a_later_release_is_refused_and_left_alone(tmp_path: Path) -> None:

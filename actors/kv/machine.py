@@ -105,6 +105,7 @@ class _Snapshot:
     entries: dict[int, tuple[int, str | None]]  # revision -> (raft index, txn path)
     leases: list[tuple[int, int, int]]  # (id, ttl, remaining)
     auth: str | None  # the auth store's JSON
+    kept: dict[tuple[int, int], bytes]  # (revision, sub) -> a value no entry holds
 
 
 class NetsyMachine:
@@ -222,7 +223,7 @@ class NetsyMachine:
         finished = [(rev, True) for rev in snap.compactions]
         entries = [(r, i, p) for r, (i, p) in sorted(snap.entries.items())]
         self._reader.wait()  # a FULL checkpoint follows: no snapshot may be reading
-        self.store.replace_all(rows, finished, meta, entries, snap.leases)
+        self.store.replace_all(rows, finished, meta, entries, snap.leases, list(snap.kept))
         self.auth.save(auth_store.AuthState.from_json(snap.auth), None)
         self.store.checkpoint()
         self.applied = snap.applied
@@ -358,8 +359,9 @@ def _decode(data: bytes) -> _Snapshot:
         leases = [(int(i), int(t), int(r)) for i, t, r in doc.get("leases", [])]
         if rows and len(rows[0]) == 8:  # written before leases: no key had one
             rows = [(*r, 0) for r in rows]
+        kept = {(int(r), int(u)): bytes.fromhex(v) for r, u, v in doc.get("kept", [])}
         return _Snapshot(doc["applied"], doc["head"], doc["compactions"], rows, entries,
-                         leases, doc.get("auth"))
+                         leases, doc.get("auth"), kept)
     except (ValueError, KeyError, IndexError, TypeError) as err:
         raise RestoreError(f"malformed netsy snapshot: {err}") from err
 
@@ -369,8 +371,8 @@ def _refill(snap: _Snapshot, read: ReadEntry) -> Iterator[tuple[Any, ...]]:
     values: dict[bytes, bytes] = {}
     current = 0
     for rev, sub, key, create, mod, version, deleted, compacted_at, lease in snap.rows:
-        value = None
-        if not deleted and compacted_at is None:
+        value = snap.kept.get((rev, sub))
+        if value is None and not deleted and compacted_at is None:
             if rev != current:
                 values, current = _values_at(rev, snap.entries.get(rev), read), rev
             if key not in values:

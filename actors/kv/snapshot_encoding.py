@@ -49,6 +49,11 @@ def encode(store: Store, applied: int, auth_json: str | None) -> bytes:
         "leases": _list([list(row) for row in lease_store.rows(store)]),
         "rows": _list([[r[0], r[1], number[bytes(r[2])], *r[3:]] for r in rows]),
     }
+    live = {(r[0], r[1]) for r in rows if not r[6] and r[7] is None}
+    kept = [[rev, sub, bytes(value).hex()] for rev, sub, value in store.kept_values()
+            if (rev, sub) in live]
+    if kept:  # values no log entry holds (ignore_value puts); absent, the bytes are as before
+        fields["kept"] = _list(kept)
     body = ",".join(f"{json.dumps(name)}:{fields[name]}" for name in sorted(fields))
     return SNAPSHOT_MAGIC + ("{" + body + "}").encode()
 

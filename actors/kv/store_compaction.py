@@ -57,6 +57,10 @@ class Compaction(StoreBase):
                 self._db.execute(
                     "UPDATE compactions SET finished = 1 WHERE revision <= ?", (target,)
                 )
+                self._db.execute(  # a compacted row's kept value is gone with it
+                    "DELETE FROM kept_values WHERE EXISTS (SELECT 1 FROM records r"
+                    " WHERE r.revision = kept_values.revision AND r.sub = kept_values.sub"
+                    " AND r.compacted_at IS NOT NULL)")
         if n < size:
             self._finished_rev = target
         return n

@@ -67,6 +67,14 @@ class SnapshotRows(StoreBase):
             " compacted_at, lease FROM records ORDER BY key, revision, sub"
         ).fetchall()
 
+    def kept_values(self) -> list[tuple[int, int, bytes]]:
+        """(revision, sub, value) of every row not compacted whose value an
+        `ignore_value` put kept from the key's previous version, by revision."""
+        return self._db.execute(
+            "SELECT k.revision, k.sub, r.value FROM kept_values k JOIN records r"
+            " ON r.revision = k.revision AND r.sub = k.sub"
+            " WHERE r.value IS NOT NULL ORDER BY k.revision, k.sub").fetchall()
+
     def hash_kv(self, revision: int) -> tuple[int, int, int]:
         """etcd's HashKV: (a CRC-32 of every record at or below `revision`, 0: head, with
         its key, value, revisions and lease; the compact revision; the head). Members that
@@ -92,13 +100,16 @@ class SnapshotRows(StoreBase):
         meta: Mapping[str, int],
         entries: Iterable[tuple[int, int, str | None]] = (),
         leases: Iterable[tuple[int, int, int]] = (),
+        kept: Iterable[tuple[int, int]] = (),
     ) -> None:
         """Replace every table in one transaction (a snapshot restore): nothing changes if
         `rows` ((revision, sub, key, value, create_revision, mod_revision, version,
         deleted, compacted_at, lease); may be a generator) raises. `leases`: (id, ttl,
-        remaining) of every lease."""
+        remaining) of every lease; `kept`: (revision, sub) of the rows whose value an
+        ignore_value put kept."""
         with self.transaction():
-            for table in ("records", "compactions", "meta", "entries", "leases"):
+            for table in ("records", "compactions", "meta", "entries", "leases",
+                          "kept_values"):
                 self._db.execute(f"DELETE FROM {table}")
             self._db.executemany(
                 f"INSERT INTO records ({_ROW_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
@@ -112,6 +123,7 @@ class SnapshotRows(StoreBase):
                 self._set_meta(name, value)
             self._db.executemany(
                 "INSERT INTO entries (revision, raft_index, path) VALUES (?, ?, ?)", entries)
+            self._db.executemany("INSERT INTO kept_values (revision, sub) VALUES (?, ?)", kept)
         self._load()
 
     def compactions(self) -> list[tuple[int, bool]]:

@@ -223,6 +223,9 @@ def _put(run: _Run, op: Put) -> PutResult:
                                         (lease,)).fetchone():
         raise ErrLeaseNotFound()
     s._insert(op.key, value, rev, run.sub, create, version, lease)
+    if op.ignore_value:  # the entry holds no value: a snapshot must carry this one
+        s._db.execute("INSERT OR REPLACE INTO kept_values (revision, sub) VALUES (?, ?)",
+                      (rev, run.sub))
     run.sub += 1
     run.changes += 1
     return PutResult(rev, _kv(prev) if op.prev_kv and prev is not None else None)

@@ -6,11 +6,16 @@ Tables (what each row means is in `store.py`'s docstring):
 - `meta`: `head`, and `applied` (the raft index the file has applied);
 - `entries`: the raft entry (and txn path) behind each revision;
 - `leases`: every granted lease (id, ttl, remaining);
-- `auth`: the auth store's state, one JSON row (`actors/kv/auth_machine.py`).
+- `auth`: the auth store's state, one JSON row (`actors/kv/auth_machine.py`);
+- `kept_values`: the (revision, sub) of every row whose value an `ignore_value` put kept
+  from the key's previous version (its log entry holds no value, so a snapshot carries
+  the value itself: `actors/kv/snapshot_encoding.py`).
 
 Steps (forward only, `migrate.py`): the first three are what every release before
 versioning created (each a no-op on a file that already has it), in the order the
-tables appeared: `records` gained `lease` after it shipped, `auth` came last.
+tables appeared: `records` gained `lease` after it shipped, `auth` came next, then
+`kept_values` (a file of an earlier release has none recorded: its ignore_value rows
+still restore as their entries say, b"").
 """
 
 from __future__ import annotations
@@ -58,10 +63,16 @@ def _auth(db: Database) -> None:
     db.create_table("auth", {"id": int, "doc": str}, pk="id", if_not_exists=True)
 
 
+def _kept_values(db: Database) -> None:
+    db.create_table("kept_values", {"revision": int, "sub": int}, pk=("revision", "sub"),
+                    not_null={"revision", "sub"}, if_not_exists=True)
+
+
 KV_FILE = FileKind("kv", (
     ("kv_tables", _tables),
     ("kv_records_lease", _records_lease),
     ("kv_auth", _auth),
+    ("kv_kept_values", _kept_values),
 ))
 
 __all__ = ["KV_FILE"]
