@@ -170,6 +170,11 @@ def start_spark(rt: Any, root: str, node: str) -> None:
 async def _warm_spark(ctx: Process, root: str) -> Any:
     from sediment.actors.spark.bridge import BRIDGE_NAME
 
+    deadline = ctx.now() + SETUP_TIMEOUT
+    while await ctx.whereis(BRIDGE_NAME) is None:  # spawned, maybe not registered yet
+        if ctx.now() > deadline:
+            raise RuntimeError("the Spark bridge did not register")
+        await ctx.sleep(0.1)
     store = MetaRangeStore(root, RULE)
     base = store.apply(SPARK_WARMUP_REPO, store.empty(SPARK_WARMUP_REPO),
                        [(f"w/{i:04d}", Entry(f"s3://warm/{i}", i, f"w{i}")) for i in range(64)])
@@ -183,28 +188,35 @@ async def _warm_spark(ctx: Process, root: str) -> Any:
 SPARK_ACTOR = "Executor"  # RayDP's executor actors' class names hold it
 
 
-def spark_executors() -> list[Any]:
-    """RayDP's live Spark executor actors (Ray's state API), by name."""
-    from ray.util.state import list_actors
+def spark_executors() -> list[dict[str, Any]]:
+    """RayDP's live Spark executor actors, by name, from the GCS's actor table (Ray's
+    state API needs the dashboard, which `sediment run` does not start)."""
+    import ray
 
-    alive = list_actors(filters=[("state", "=", "ALIVE")], limit=10_000)
-    return sorted((a for a in alive if SPARK_ACTOR in (a.class_name or "")),
-                  key=lambda a: str(a.name))
+    table = ray._private.state.actors()  # noqa: SLF001 - the one dashboard-free listing
+    alive = [a for a in table.values() if a.get("State") == "ALIVE"
+             and SPARK_ACTOR in str(a.get("ActorClassName") or "")]
+    return sorted(alive, key=lambda a: str(a.get("Name")))
 
 
 def kill_spark_executor() -> dict[str, Any]:
-    """The fault `kill_process: {role: spark_executor}`: `ray.kill` one live RayDP
-    executor (RayDP does not restart it; the bridge then finds none, cancels its job
-    and replaces the session before the next). Driver side, Ray only."""
-    import ray
+    """The fault `kill_process: {role: spark_executor}`: one live RayDP executor
+    killed (its worker process SIGKILLed: this machine's; RayDP does not restart it, the
+    bridge then finds none, cancels its job and replaces the session before the next).
+    Driver side, Ray only."""
+    import os
+    import signal
 
     found = spark_executors()
     if not found:
         return {"node": "spark", "process": None, "missed": "no live Spark executor"}
     victim = found[0]
-    ray.kill(ray.get_actor(victim.name, namespace=victim.ray_namespace))
-    return {"node": "spark", "process": f"{victim.class_name} {victim.name}",
-            "executors": len(found)}
+    what = f"{victim.get('ActorClassName')} {victim.get('Name')} pid {victim.get('Pid')}"
+    try:
+        os.kill(int(victim["Pid"]), signal.SIGKILL)
+    except (KeyError, ValueError, OSError) as err:
+        return {"node": "spark", "process": what, "missed": f"kill failed: {err}"}
+    return {"node": "spark", "process": what, "executors": len(found)}
 
 
 async def wait_for_spark_merge(ctx: Process, deadline: float,
