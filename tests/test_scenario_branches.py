@@ -127,15 +127,18 @@ def _check_evidence(name: str, result: RunResult) -> None:
         assert len(held) == 2 and all(d["hit"] and "branches.compactor.after_step1"
                                       in d["seen"] for d in held), held
     elif name == SPARK_FILE:
-        # the kill landed while the bridge ran a compaction's merge, and that merge failed
-        # on Spark (then ran in process: branch_reads passed on its metarange)
+        # the kill landed while the bridge ran a compaction's merge (an executor's
+        # process killed), and that merge was answered: done on Spark (Ray restarts a
+        # crashed executor actor; on the first Ray run 10 more merges ran there after) or
+        # failed and merged in process; branch_reads passed on the metaranges either way
         assert len(started) == 1 and started[0]["hit"], started
         assert "the Spark bridge runs" in started[0]["seen"], started[0]
         assert "Executor" in str(started[0]["process"]), started[0]
+        assert "missed" not in started[0], started[0]
         bridge = _note(result, "spark bridge: ")
         completed, failed = (int(bridge.split(k)[1].split(",")[0]) for k in
                              ("completed ", "failed "))
-        assert completed >= 1 and failed >= 1, result.notes  # the warm-up, the killed one
+        assert completed + failed >= 2, result.notes  # the warm-up, the one killed in
     elif name == "branch-two-sensors-one-branch":
         assert "branches-compactor-2: {" in " ".join(result.notes), result.notes
         assert "lost:compaction_start" in _note(result, "branch updates:"), result.notes
