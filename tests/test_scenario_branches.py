@@ -129,7 +129,7 @@ def _check_evidence(name: str, result: RunResult) -> None:
     elif name == SPARK_FILE:
         # the kill landed while the bridge ran a compaction's merge (an executor's
         # process killed), and that merge was answered: done on Spark (Ray restarts a
-        # crashed executor actor; on the first Ray run 10 more merges ran there after) or
+        # crashed executor actor; on the first Ray run 9 more merges ran there after) or
         # failed and merged in process; branch_reads passed on the metaranges either way
         assert len(started) == 1 and started[0]["hit"], started
         assert "the Spark bridge runs" in started[0]["seen"], started[0]
