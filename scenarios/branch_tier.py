@@ -17,7 +17,14 @@ services, its repository, its clients and what the `branch_reads` check judges.
   compactor that is down) are counted, not fatal.
 - `collect`: after recovery, the collected events, checked by
   `checkers/branch_reads.py`, and notes: compactions by outcome, sensor counts,
-  client outcomes.
+  client outcomes (and with `spark`, the bridge's counts; the bridge is stopped).
+
+With `spark` (Ray only) `start` spawns the cluster's Spark bridge on the runner's node
+and warms its session with one merge (20-40 s, before the run's clock starts), and the
+compactors send their merges to it (`shell/merging.py`). The fault role
+`spark_executor` is a RayDP executor actor (`kill_spark_executor`, from the driver), the
+trigger `spark_merge_running` the bridge running a merge (`wait_for_spark_merge`,
+polled by the run's trigger waiter).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from sediment.actors.branches.metarange import MetaRangeStore
 from sediment.actors.branches.sensor import SensorConfig
 from sediment.actors.branches.shell.compactor import CompactorConfig, compactor_process
 from sediment.actors.branches.shell.kv_process import ProcessKv
+from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.names import COMPACTOR_NAME, SENSOR_NAME
 from sediment.actors.branches.shell.process_env import ProcessEnv
 from sediment.actors.branches.shell.protocol import Compact, CompactFailed
@@ -85,6 +93,7 @@ class Started:
     branches: tuple[str, ...]
     sensors: tuple[str, ...]
     compactors: tuple[str, ...]
+    spark: bool = False  # the Spark bridge runs (`start_spark`)
 
 
 def branch_names(spec: BranchesSpec) -> tuple[str, ...]:
@@ -97,7 +106,7 @@ def services(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, see
     coll = rt.spawn(collector, node=client_node, label="branch-history")
     config = TierConfig(compaction_interval=spec.compaction_interval)
     compactor = CompactorConfig(nodes, root, config, RULE, poll_interval=spec.poll_interval,
-                                recorder=coll, seed=seed)
+                                recorder=coll, seed=seed, spark=spark_policy(spec))
     return coll, ServicesConfig(SensorConfig(threshold=spec.threshold), compactor)
 
 
@@ -109,7 +118,8 @@ def start(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: 
     sensors, compactors = [SENSOR_NAME], [COMPACTOR_NAME]
     if spec.sensors == 2:
         second = CompactorConfig(nodes, root, config, RULE, poll_interval=spec.poll_interval,
-                                 sensor=SECOND_SENSOR, recorder=coll, seed=seed + 1)
+                                 sensor=SECOND_SENSOR, recorder=coll, seed=seed + 1,
+                                 spark=spark_policy(spec))
         children = [
             ChildSpec("sensor", (Spawn(sensor_process, node=nodes[0], name=SECOND_SENSOR,
                                        label=SECOND_SENSOR),
@@ -123,9 +133,110 @@ def start(rt: Any, spec: BranchesSpec, nodes: tuple[str, ...], root: str, seed: 
         sensors.append(SECOND_SENSOR)
         compactors.append(SECOND_COMPACTOR)
     names = branch_names(spec)
+    if spec.spark is not None:
+        start_spark(rt, root, client_node)
     rt.run(_setup, _Setup(nodes, root, names, coll, seed), node=client_node,
            timeout=SETUP_TIMEOUT)
-    return Started(coll, root, names, tuple(sensors), tuple(compactors))
+    return Started(coll, root, names, tuple(sensors), tuple(compactors), spec.spark is not None)
+
+
+def spark_policy(spec: BranchesSpec) -> SparkPolicy:
+    """The compactors' merger policy: the file's `spark`, else the tier's default (which
+    finds no bridge in a scenario and merges here)."""
+    if spec.spark is None:
+        return SparkPolicy()
+    return SparkPolicy(threshold=spec.spark.threshold, timeout=spec.spark.timeout)
+
+
+SPARK_WARMUP_REPO = "spark-warmup"
+SPARK_START_TIMEOUT = 900.0  # bound on starting the session (20-40 s alone; not a claim)
+SPARK_HEALTH_INTERVAL = 1.0  # the bridge looks for live executors this often mid-merge
+
+
+def start_spark(rt: Any, root: str, node: str) -> None:
+    """The cluster's Spark bridge, its session started by one merge through it (the
+    compactor's merger, every merge to Spark); a bridge that did not run it on Spark
+    fails the run's start."""
+    from sediment.actors.spark.bridge import spark_bridge
+    from sediment.actors.spark.session import SparkSettings
+
+    rt.spawn(spark_bridge, SparkSettings(executor_memory="1g"), None, None, 8, None, 900.0,
+             SPARK_HEALTH_INTERVAL, node=node)
+    status = rt.run(_warm_spark, root, node=node, timeout=SPARK_START_TIMEOUT + 60)
+    if getattr(status, "completed", 0) != 1:
+        raise RuntimeError(f"the Spark bridge did not merge on Spark: {status!r:.300}")
+
+
+async def _warm_spark(ctx: Process, root: str) -> Any:
+    from sediment.actors.spark.bridge import BRIDGE_NAME
+
+    deadline = ctx.now() + SETUP_TIMEOUT
+    while await ctx.whereis(BRIDGE_NAME) is None:  # spawned, maybe not registered yet
+        if ctx.now() > deadline:
+            raise RuntimeError("the Spark bridge did not register")
+        await ctx.sleep(0.1)
+    store = MetaRangeStore(root, RULE)
+    base = store.apply(SPARK_WARMUP_REPO, store.empty(SPARK_WARMUP_REPO),
+                       [(f"w/{i:04d}", Entry(f"s3://warm/{i}", i, f"w{i}")) for i in range(64)])
+    merger = BridgeMerger(ctx, ProcessEnv(ctx), SparkPolicy(threshold=0,
+                                                            timeout=SPARK_START_TIMEOUT))
+    await merger.merge(store, SPARK_WARMUP_REPO, base[0],
+                       [(f"w/{i:04d}", None) for i in range(0, 64, 4)])
+    return await ctx.call(BRIDGE_NAME, Status(), timeout=30)
+
+
+SPARK_ACTOR = "Executor"  # RayDP's executor actors' class names hold it
+
+
+def spark_executors() -> list[dict[str, Any]]:
+    """RayDP's live Spark executor actors, by name, from the GCS's actor table (Ray's
+    state API needs the dashboard, which `sediment run` does not start)."""
+    import ray
+
+    table = ray._private.state.actors()  # noqa: SLF001 - the one dashboard-free listing
+    alive = [a for a in table.values() if a.get("State") == "ALIVE"
+             and SPARK_ACTOR in str(a.get("ActorClassName") or "")]
+    return sorted(alive, key=lambda a: str(a.get("Name")))
+
+
+def kill_spark_executor() -> dict[str, Any]:
+    """The fault `kill_process: {role: spark_executor}`: one live RayDP executor
+    killed (its worker process SIGKILLed: this machine's; RayDP does not restart it, the
+    bridge then finds none, cancels its job and replaces the session before the next).
+    Driver side, Ray only."""
+    import os
+    import signal
+
+    found = spark_executors()
+    if not found:
+        return {"node": "spark", "process": None, "missed": "no live Spark executor"}
+    victim = found[0]
+    what = f"{victim.get('ActorClassName')} {victim.get('Name')} pid {victim.get('Pid')}"
+    try:
+        os.kill(int(victim["Pid"]), signal.SIGKILL)
+    except (KeyError, ValueError, OSError) as err:
+        return {"node": "spark", "process": what, "missed": f"kill failed: {err}"}
+    return {"node": "spark", "process": what, "executors": len(found)}
+
+
+async def wait_for_spark_merge(ctx: Process, deadline: float,
+                               interval: float) -> tuple[bool, float, str]:
+    """The trigger `spark_merge_running`: (hit, when, what was seen) once the bridge
+    runs a merge, polled every `interval` s until `deadline` (the runtime's clock)."""
+    from sediment.actors.spark.bridge import BRIDGE_NAME
+
+    while True:
+        try:
+            status = await ctx.call(BRIDGE_NAME, Status(), timeout=5.0)
+        except CallError:
+            status = None
+        running = getattr(status, "running", None)
+        if running is not None:
+            return True, ctx.now(), (f"the Spark bridge runs {running} (completed "
+                                     f"{status.completed}, failed {status.failed})")
+        if ctx.now() + interval > deadline:
+            return False, ctx.now(), "the Spark bridge ran no merge"
+        await ctx.sleep(interval)
 
 
 @dataclass(frozen=True)
@@ -273,7 +384,24 @@ def collect(rt: Any, started: Started, log: Sequence[KvEvent] | None = None,
             key = f"{type(ev).__name__.lower()}:{kind}"
             kinds[key] = kinds.get(key, 0) + 1
     notes.append(f"branch updates: {_counts(kinds)}")
+    if started.spark:
+        notes.append(f"spark bridge: {_stop_spark(rt)}")
     return check_branch_reads(events, log, log_complete), notes
+
+
+def _stop_spark(rt: Any) -> str:
+    """The bridge's counts (the warm-up merge is one completed), then stopped with its
+    session."""
+    from sediment.actors.spark.bridge import BRIDGE_NAME
+    from sediment.actors.spark.bridge_protocol import Stop
+
+    try:
+        status = rt.call(BRIDGE_NAME, Status(), timeout=30)
+        rt.call(BRIDGE_NAME, Stop(), timeout=120)
+    except CallError as err:
+        return f"no status ({type(err).__name__})"
+    return (f"completed {status.completed}, failed {status.failed}, refused "
+            f"{status.refused}, session {status.session}")
 
 
 def _status(rt: Any, name: str, field: str | None) -> str:
@@ -295,4 +423,6 @@ def client_names(spec: BranchesSpec) -> Sequence[str]:
 
 
 __all__ = ["REPO", "ClientConfig", "Started", "branch_client", "branch_names",
-           "client_name", "client_names", "collect", "services", "start"]
+           "client_name", "client_names", "collect", "kill_spark_executor", "services",
+           "spark_executors", "spark_policy", "start", "start_spark",
+           "wait_for_spark_merge"]

@@ -26,6 +26,7 @@ from sediment.scenarios import run_protocol as rn
 from sediment.scenarios.history import FaultEvent
 from sediment.scenarios.schema import Fault
 from sediment.scenarios.schema_blocks import TIER_TRIGGERS
+from sediment.scenarios.schema_branches import SPARK_TRIGGER
 
 _logger = log.get_logger("sediment.scenarios.runner")
 
@@ -147,8 +148,8 @@ class FaultDriver:
             self.rt.arm_failpoint_everywhere(hold.point, "pause", seconds=holds.HOLD_LIMIT,
                                              notify=self.waiter, tag=tag)
             request = rn.HoldMoment(tag, deadline)
-        else:  # every KV moment has a breakpoint; a tier state is polled
-            assert fault.when.trigger in TIER_TRIGGERS, fault.when.trigger
+        else:  # every KV moment has a breakpoint; a tier state (or the Spark bridge's) is polled
+            assert fault.when.trigger in (*TIER_TRIGGERS, SPARK_TRIGGER), fault.when.trigger
             target = getattr(fault.action, "target", None)  # on its node, if it names one
             request = rn.PollTier(self.nodes, fault.when.trigger, deadline,
                                   self.trigger_interval, getattr(target, "node", None))

@@ -60,6 +60,7 @@ from sediment.scenarios.schema import (
     ResumeProcess,
 )
 from sediment.scenarios.schema_blocks import TIER_ROLES
+from sediment.scenarios.schema_branches import SPARK_ROLE
 from sediment.supervision import requests
 
 _logger = log.get_logger("sediment.scenarios.nemesis")
@@ -330,6 +331,10 @@ class Injector:
 
     def _process_fault(self, a: KillProcess | RestartProcess, keep_down: bool,
                        done: _Done) -> dict[str, Any]:
+        if a.target.role == SPARK_ROLE:  # a RayDP executor actor, not a process of ours
+            from sediment.scenarios.branch_tier import kill_spark_executor
+
+            return kill_spark_executor()
         held = self._held()
         pid, node, child = self.process(a.target)
         detail: dict[str, Any] = {"node": node, "process": str(pid), "child": child}

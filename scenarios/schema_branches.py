@@ -24,7 +24,11 @@ from typing import Any
 
 from sediment.scenarios.schema_blocks import Path_, Reader
 
-BRANCH_TRIGGERS: tuple[str, ...] = ("compaction_started",)
+# names that need `cluster.branches.spark` (Ray only): a trigger and a fault role
+SPARK_TRIGGER = "spark_merge_running"
+SPARK_ROLE = "spark_executor"
+SPARK_NAMES: tuple[str, ...] = (SPARK_TRIGGER, SPARK_ROLE)
+BRANCH_TRIGGERS: tuple[str, ...] = ("compaction_started", SPARK_TRIGGER)
 BRANCH_CHECK = "branch_reads"
 BRANCH_OPS: tuple[str, ...] = ("put", "rm", "get", "ls", "diff", "commit", "reset", "compact")
 
@@ -48,6 +52,14 @@ class BranchMix:
 
 
 @dataclass(frozen=True)
+class SparkSpec:
+    """The compactors' merges on the cluster's Spark bridge (Ray only)."""
+
+    threshold: int = 0  # base entries read from which a merge goes to Spark (0: every one)
+    timeout: float = 20.0  # seconds a compactor waits for the bridge, then merges here
+
+
+@dataclass(frozen=True)
 class BranchesSpec:
     threshold: int = 6  # deletes on one staging token that trigger the sensor
     compaction_interval: float = 1.0  # a branch's claim: no unforced compaction within it
@@ -58,10 +70,11 @@ class BranchesSpec:
     paths: int = 12
     branches: int = 1  # main, b1, b2, ...
     mix: BranchMix = BranchMix()
+    spark: SparkSpec | None = None  # merges on Spark (Ray only)
 
 
 KNOWN = ("threshold", "compaction_interval", "poll_interval", "sensors", "clients", "rate",
-         "paths", "branches", "mix")
+         "paths", "branches", "mix", "spark")
 
 
 def read_branches(r: Reader, v: object, path: Path_) -> BranchesSpec:
@@ -86,7 +99,18 @@ def read_branches(r: Reader, v: object, path: Path_) -> BranchesSpec:
         paths=r.opt(m, "paths", path, count(1, 10_000), d.paths),
         branches=r.opt(m, "branches", path, count(1, 8), d.branches),
         mix=r.opt(m, "mix", path, lambda x, p: _mix(r, x, p), d.mix),
+        spark=r.opt(m, "spark", path, lambda x, p: _spark(r, x, p), d.spark),
     )
+
+
+def _spark(r: Reader, v: object, path: Path_) -> SparkSpec:
+    m = {} if v is None else r.mapping(v, path, ("threshold", "timeout"))
+    d = SparkSpec()
+    return SparkSpec(
+        threshold=r.opt(m, "threshold", path, lambda x, p: r.integer(x, p, 0, 10**9),
+                        d.threshold),
+        timeout=r.opt(m, "timeout", path,
+                      lambda x, p: r.number(x, p, 0.0, 3600.0, open_lo=True), d.timeout))
 
 
 def _mix(r: Reader, v: object, path: Path_) -> BranchMix:
@@ -108,8 +132,11 @@ def branches_dict(b: BranchesSpec) -> dict[str, Any]:
             "poll_interval": _num(b.poll_interval), "sensors": b.sensors,
             "clients": b.clients, "rate": _num(b.rate), "paths": b.paths,
             "branches": b.branches,
-            "mix": {k: _num(getattr(b.mix, k)) for k in BRANCH_OPS}}
+            "mix": {k: _num(getattr(b.mix, k)) for k in BRANCH_OPS},
+            **({} if b.spark is None else {"spark": {"threshold": b.spark.threshold,
+                                                     "timeout": _num(b.spark.timeout)}})}
 
 
-__all__ = ["BRANCH_CHECK", "BRANCH_OPS", "BRANCH_TRIGGERS", "BranchMix", "BranchesSpec",
-           "branches_dict", "read_branches"]
+__all__ = ["BRANCH_CHECK", "BRANCH_OPS", "BRANCH_TRIGGERS", "SPARK_NAMES", "SPARK_ROLE",
+           "SPARK_TRIGGER", "BranchMix", "BranchesSpec", "SparkSpec", "branches_dict",
+           "read_branches"]

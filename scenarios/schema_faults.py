@@ -48,7 +48,7 @@ from sediment.scenarios.schema import (
     When,
 )
 from sediment.scenarios.schema_blocks import LEADER_ONLY
-from sediment.scenarios.schema_branches import BRANCH_TRIGGERS
+from sediment.scenarios.schema_branches import BRANCH_TRIGGERS, SPARK_ROLE
 from sediment.scenarios.schema_values import ValueReader
 from sediment.scenarios.schema_yaml import got
 
@@ -88,6 +88,9 @@ def _fault(r: ValueReader, v: object, path: Path_) -> Fault:
         if until <= at:
             r.fail((*path, "until"), f"must be after at ({at:g}), got {until:g}")
     when = None if when_raw is None else _when(r, when_raw, (*path, "when"), at, until)
+    if (until is not None and isinstance(action, KillProcess)
+            and action.target.role == SPARK_ROLE):
+        r.fail((*path, "until"), f"a {SPARK_ROLE} is not restarted; drop until")
     if (until is not None and isinstance(action, KillProcess)
             and action.target.role == "compaction_worker"):
         r.fail((*path, "until"), "a compaction_worker is one of its pool's workers, "
@@ -138,7 +141,11 @@ def _action(r: ValueReader, name: str, v: object, path: Path_) -> FaultAction:
         make: dict[str, Callable[[ProcessTarget], FaultAction]] = {
             "kill_process": KillProcess, "restart_process": RestartProcess,
             "pause_process": PauseProcess, "resume_process": ResumeProcess}
-        return make[name](_target(r, args, path))
+        target = _target(r, args, path)
+        if target.role == SPARK_ROLE and name != "kill_process":
+            r.fail((*path, "role"), f"a {SPARK_ROLE} can only be killed (RayDP does not "
+                   "restart it, and the bridge replaces its session)")
+        return make[name](target)
     if name == "kill_node":
         r.mapping(args, path, _ARGS[name], required=("node",))
         return KillNode(r.node_ref(args["node"], (*path, "node"), NODE_ROLES))
@@ -164,8 +171,11 @@ def _target(r: ValueReader, args: Mapping[str, Any], path: Path_) -> ProcessTarg
     if ("role" in args) == ("name" in args):
         r.fail(path, "needs exactly one of role, name")
     roles: tuple[str, ...] = (*ROLES, *TIER_ROLES) if r.blocks else ROLES
+    if r.spark:
+        roles = (*roles, SPARK_ROLE)
     if "role" in args:
         r.needs_tier(args["role"], (*path, "role"), TIER_ROLES)
+        r.needs_branches(args["role"], (*path, "role"))
     role = r.opt(args, "role", path, lambda x, p: cast(Role, r.choice(x, p, roles)),
                  None)
     name = r.opt(args, "name", path, lambda x, p: r.string(
@@ -173,7 +183,7 @@ def _target(r: ValueReader, args: Mapping[str, Any], path: Path_) -> ProcessTarg
     node = r.opt(args, "node", path, lambda x, p: r.node_ref(x, p, ()), None)
     if role == "leader" and node is not None:
         r.fail((*path, "node"), "the leader's node is not chosen; drop node")
-    if role in LEADER_ONLY and node is not None:
+    if role in (*LEADER_ONLY, SPARK_ROLE) and node is not None:
         r.fail((*path, "node"), f"a {role} runs on one node only, found when the "
                "fault fires; drop node")
     return ProcessTarget(role, name, node)

@@ -80,6 +80,10 @@ class _Validator(ValueReader):
         self.nodes = cluster.nodes
         self.blocks = cluster.blocks is not None
         self.branches = cluster.branches is not None
+        self.spark = cluster.branches is not None and cluster.branches.spark is not None
+        if self.spark and "sim" in backends:
+            self.fail(("cluster", "branches", "spark"), "Spark runs on Ray only (RayDP; the "
+                      "simulator has no Spark): add backends: [ray]")
         traffic = self.opt(m, "traffic", (), self.traffic, Traffic())
         if traffic.client == "grpc" and "sim" in backends:
             self.fail(("traffic", "client"), "client: grpc needs the ray backend (the "

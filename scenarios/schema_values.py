@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar, cast
 
 from sediment.scenarios.schema import MAX_DURATION_S, Path_
-from sediment.scenarios.schema_branches import BRANCH_TRIGGERS
+from sediment.scenarios.schema_branches import BRANCH_TRIGGERS, SPARK_NAMES
 from sediment.scenarios.schema_yaml import Doc, did_you_mean, got
 
 T = TypeVar("T")
@@ -30,6 +30,7 @@ class ValueReader:
         self.duration = MAX_DURATION_S
         self.blocks = False  # the scenario starts a block tier: its roles, triggers, checks
         self.branches = False  # the scenario runs the branch tier: its triggers
+        self.spark = False  # ... with its merges on Spark: its Spark trigger and role
 
     def fail(self, path: Path_, message: str, *, key: bool = False) -> NoReturn:
         self.doc.fail(path, message, key=key)
@@ -113,6 +114,9 @@ class ValueReader:
         """A trigger of the branch tier in a scenario without it."""
         if not self.branches and isinstance(v, str) and v in BRANCH_TRIGGERS:
             self.fail(path, f"{v!r} belongs to the branch tier: it needs cluster.branches")
+        if not self.spark and isinstance(v, str) and v in SPARK_NAMES:
+            self.fail(path, f"{v!r} needs the branch tier's merges on Spark: "
+                      "cluster.branches.spark")
 
     def node_ref(self, v: object, path: Path_, roles: Sequence[str]) -> str:
         """A node the scenario declared, or one of `roles` (picked when a fault fires)."""

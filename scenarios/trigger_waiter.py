@@ -11,7 +11,8 @@ a time (all a run's nemesis asks for), and answers a `Moment` (the requests are 
   with this process as `notify` and `tag`; wait for the first `FailpointHit` of that
   tag. The process that reached it stays paused there until the runner releases it.
 - `PollTier(...)`: poll the block tier for a moment that is a lasting state, not a step
-  in code (`tier.wait_for_tier`: `flush_behind`).
+  in code (`tier.wait_for_tier`: `flush_behind`), or the Spark bridge for a running
+  merge (`branch_tier.wait_for_spark_merge`: `spark_merge_running`).
 - `FindLeader(nodes, within)` -> the KV leader, or None if none leads within `within`
   seconds: what a fault's `leader` or `follower` target means when no wait just saw it
   (right after the leader was killed, the next one, not a node drawn at random that may
@@ -56,6 +57,11 @@ async def trigger_waiter(ctx: Process) -> None:
         if not isinstance(msg, Call):
             continue
         match msg.request:
+            case PollTier(_, "spark_merge_running", deadline, interval, _):
+                from sediment.scenarios.branch_tier import wait_for_spark_merge
+
+                hit, t, seen = await wait_for_spark_merge(ctx, deadline, interval)
+                ctx.reply(msg.from_, Moment(hit, t, seen))
             case PollTier(nodes, trigger, deadline, interval, on):
                 hit, t, seen, leader = await tier.wait_for_tier(ctx, nodes, trigger, deadline,
                                                                 interval, on)

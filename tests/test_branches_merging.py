@@ -92,8 +92,10 @@ def expected(tmp_path: Path) -> tuple[str, ApplyStats]:
 
 
 def run_merge(tmp_path: Path, policy: SparkPolicy, spark: LocalSpark | None,
-              max_queued: int = 2) -> tuple[Any, dict[str, Any] | None, MetaRangeStore]:
-    store, base, changes = prepared(tmp_path / "run")
+              max_queued: int = 2,
+              prepare: Callable[[Path], tuple[MetaRangeStore, str, list[Record]]] = prepared,
+              ) -> tuple[Any, dict[str, Any] | None, MetaRangeStore]:
+    store, base, changes = prepare(tmp_path / "run")
 
     async def merging(ctx: Process) -> Any:
         merger = BridgeMerger(ctx, ProcessEnv(ctx), policy)
@@ -138,6 +140,26 @@ def test_a_merge_below_the_threshold_runs_here(tmp_path: Path) -> None:
     assert status == {"completed": 0, "failed": 0} and spark.jobs == []
     result, status, _ = run_merge(tmp_path / "never", SparkPolicy(threshold=None), spark)
     assert result == expected(tmp_path) and spark.jobs == []
+
+
+def mostly_changes(root: Path) -> tuple[MetaRangeStore, str, list[Record]]:
+    """A merge of more changes than base entries: `spark_pays` says no at any threshold."""
+    store = MetaRangeStore(str(root), RULE)
+    base, _ = store.apply(R, store.empty(R), [(f"d/{i:04d}", e(str(i))) for i in range(10)])
+    return store, base, [(f"d/{i:04d}", e(f"v{i}")) for i in range(40)]
+
+
+def test_threshold_zero_sends_every_merge_to_the_bridge_whatever_its_shape(
+        tmp_path: Path) -> None:
+    store, base, changes = mostly_changes(tmp_path / "want")
+    want = InProcessMerge().apply(store, R, base, changes)
+    spark = LocalSpark()
+    result, status, _ = run_merge(tmp_path / "one", SparkPolicy(threshold=1), spark,
+                                  prepare=mostly_changes)
+    assert result == want and status == {"completed": 0, "failed": 0}  # the ratio rule
+    result, status, _ = run_merge(tmp_path / "zero", SparkPolicy(threshold=0), spark,
+                                  prepare=mostly_changes)
+    assert result == want and status == {"completed": 1, "failed": 0}
 
 
 def test_without_a_bridge_the_merge_runs_here(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ FILES = Path(__file__).resolve().parents[1] / "scenarios" / "branches"
 SEEDS = int(os.environ.get("SEDIMENT_SCENARIO_SEEDS", "2"))
 NAMES = ("branch-compactor-killed-at-each-step", "branch-commit-races-compaction",
          "branch-two-sensors-one-branch", "branch-kv-leader-killed-mid-compaction")
+SPARK_FILE = "branch-spark-executor-killed-mid-merge"  # Ray only: the simulator has no Spark
 
 
 def load(name: str) -> schema.Scenario:
@@ -31,7 +32,9 @@ def load(name: str) -> schema.Scenario:
 
 def test_the_files_load_and_round_trip() -> None:
     found = {s.name: s for s in schema.load_dir(FILES)}
-    assert set(found) == set(NAMES)
+    assert set(found) == {*NAMES, SPARK_FILE}
+    assert found[SPARK_FILE].backends == ("ray",)
+    assert found[SPARK_FILE].cluster.branches.spark is not None  # type: ignore[union-attr]
     for s in found.values():
         assert isinstance(s.cluster.branches, BranchesSpec)
         assert schema.load_dict(s.to_dict()) == s
@@ -62,6 +65,48 @@ def test_bad_branch_settings_are_refused(cluster: str, message: str) -> None:
     assert message in str(err.value)
 
 
+SPARK = """
+name: bad
+duration: 4
+{backends}
+cluster: {{branches: {branches}}}
+faults:
+  - {{at: 1, {action}: {{role: spark_executor}}, when: {{trigger: spark_merge_running}}}}
+"""
+
+
+@pytest.mark.parametrize("backends, branches, action, message", [
+    ("", "{spark: {}}", "kill_process",
+     "cluster.branches.spark: Spark runs on Ray only (RayDP; the simulator has no Spark): "
+     "add backends: [ray]"),
+    ("backends: [ray]", "{}", "kill_process",
+     "'spark_executor' needs the branch tier's merges on Spark: cluster.branches.spark"),
+    ("backends: [ray]", "{spark: {}}", "pause_process",
+     "a spark_executor can only be killed"),
+    ("backends: [ray]", "{spark: {threshold: -1}}", "kill_process",
+     "cluster.branches.spark.threshold: must be an integer"),
+    ("backends: [ray]", "{spark: {timeout: 0}}", "kill_process",
+     "cluster.branches.spark.timeout: must be a number"),
+])
+def test_bad_spark_settings_are_refused(backends: str, branches: str, action: str,
+                                        message: str) -> None:
+    text = SPARK.format(backends=backends, branches=branches, action=action)
+    with pytest.raises(schema.ScenarioError) as err:
+        schema.loads(text, "bad.yaml")
+    assert message in str(err.value)
+
+
+def test_a_spark_file_reads_back_and_a_trigger_without_spark_is_refused() -> None:
+    s = schema.loads(SPARK.format(backends="backends: [ray]", branches="{spark: {}}",
+                                  action="kill_process"), "ok.yaml")
+    assert s.cluster.branches is not None and s.cluster.branches.spark is not None
+    assert schema.load_dict(s.to_dict()) == s
+    with pytest.raises(schema.ScenarioError) as err:
+        schema.loads(BASE.format(cluster="cluster: {branches: {}}").replace(
+            "compaction_started", "spark_merge_running"), "bad.yaml")
+    assert "'spark_merge_running' needs the branch tier's merges on Spark" in str(err.value)
+
+
 def _note(result: RunResult, prefix: str) -> str:
     return next((n for n in result.notes if n.startswith(prefix)), "")
 
@@ -81,6 +126,19 @@ def _check_evidence(name: str, result: RunResult) -> None:
         held = [d for d in started if holds.hold_of(str(d.get("trigger"))) is not None]
         assert len(held) == 2 and all(d["hit"] and "branches.compactor.after_step1"
                                       in d["seen"] for d in held), held
+    elif name == SPARK_FILE:
+        # the kill landed while the bridge ran a compaction's merge (an executor's
+        # process killed), and that merge was answered: done on Spark (Ray restarts a
+        # crashed executor actor; on the first Ray run 9 more merges ran there after) or
+        # failed and merged in process; branch_reads passed on the metaranges either way
+        assert len(started) == 1 and started[0]["hit"], started
+        assert "the Spark bridge runs" in started[0]["seen"], started[0]
+        assert "Executor" in str(started[0]["process"]), started[0]
+        assert "missed" not in started[0], started[0]
+        bridge = _note(result, "spark bridge: ")
+        completed, failed = (int(bridge.split(k)[1].split(",")[0]) for k in
+                             ("completed ", "failed "))
+        assert completed + failed >= 2, result.notes  # the warm-up, the one killed in
     elif name == "branch-two-sensors-one-branch":
         assert "branches-compactor-2: {" in " ".join(result.notes), result.notes
         assert "lost:compaction_start" in _note(result, "branch updates:"), result.notes
@@ -90,6 +148,9 @@ def _check_evidence(name: str, result: RunResult) -> None:
 REGRESSION_SEEDS = (
     ("branch-two-sensors-one-branch", 19,
      "the compactor wrote after the final read: no_lost_writes judged the tier's write"),
+    ("branch-two-sensors-one-branch", 35,
+     "a compaction recorded after the log was read (revisions 390-391, the log ends at "
+     "389): branch_reads called its updates missing from the log"),
 )
 
 
@@ -117,6 +178,18 @@ def _broken_step3() -> Iterator[None]:
         yield
     finally:
         br.finish_compaction = original  # type: ignore[assignment]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # Spark on Ray: the session alone starts in 20-40 s here
+def test_a_spark_executor_killed_mid_merge_on_ray(tmp_path: Path,
+                                                  request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue("ray_cluster")
+    result = run_scenario(load(SPARK_FILE), "ray", 0, tmp_path / "run")
+    assert result.error is None, result.error
+    assert result.verdict == "pass", report.failure_text(result)
+    _check_evidence(SPARK_FILE, result)
 
 
 @pytest.mark.slow

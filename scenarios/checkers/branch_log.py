@@ -104,8 +104,10 @@ def complete_history(recorded: Sequence[Event], log: Sequence[KvEvent]
                      ) -> tuple[list[Event], list[str]]:
     """The recorded events plus the log's updates and staged writes no record has, and
     the recorded ones the log does not have (reported only if the caller knows the log
-    is complete)."""
+    is complete). A record past the log's last revision is not one the log lacks: the
+    log was read before it (a compactor still running after the run's final read)."""
     updates = logged_updates(log)
+    end = max((ev.kv.mod_revision for ev in log), default=0)
     have_updates = {(u.repo, u.branch, u.revision) for u in recorded if isinstance(u, Updated)}
     have_staged = {(s.repo, s.token, s.path, s.revision) for s in recorded
                    if isinstance(s, Staged)}
@@ -131,11 +133,12 @@ def complete_history(recorded: Sequence[Event], log: Sequence[KvEvent]
     logged = {(u.repo, u.branch, u.revision) for u in updates}
     unlogged = [f"{u.repo}/{u.branch}: the {u.kind} recorded at revision {u.revision} is not "
                 f"in the committed log" for u in recorded
-                if isinstance(u, Updated) and (u.repo, u.branch, u.revision) not in logged]
+                if isinstance(u, Updated) and (u.repo, u.branch, u.revision) not in logged
+                and u.revision <= end]
     unlogged += [f"{s.repo}/{s.branch}: the write of {s.path!r:.80} recorded at revision "
                  f"{s.revision} is not in the committed log" for s in recorded
                  if isinstance(s, Staged) and (s.repo, s.token, s.path, s.revision)
-                 not in logged_staged]
+                 not in logged_staged and s.revision <= end]
     return [*recorded, *added], unlogged
 
 

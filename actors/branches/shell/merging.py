@@ -36,7 +36,8 @@ _logger = log.get_logger("sediment.branches.merging")
 @dataclass(frozen=True)
 class SparkPolicy:
     """When a compaction's merge goes to the Spark bridge: reading `threshold` base
-    entries or more (`span_merge.spark_pays`; None: never), each call bounded by
+    entries or more (`span_merge.spark_pays`; None: never; 0: every merge, whatever its
+    shape, as tests and the Spark scenario want), each call bounded by
     `timeout` seconds."""
 
     threshold: int | None = sm.SPARK_THRESHOLD
@@ -66,7 +67,7 @@ class BridgeMerger:
             base = await self.env.blocking(store.ranges, repo, base_id)
             paths = [p for p, _ in changes]
             work = sm.merge_size(base, paths)
-            if sm.spark_pays(base, paths, threshold):
+            if threshold == 0 or sm.spark_pays(base, paths, threshold):
                 done = await self._on_spark(store, repo, base_id, changes, work)
                 if done is not None:
                     return done
