@@ -52,7 +52,7 @@ from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Found, ReadEntry
-from sediment.actors.spark.executor import SparkBridgeExecutor
+from sediment.actors.spark.shell.executor import SparkBridgeExecutor
 from sediment.runtime import api
 from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call

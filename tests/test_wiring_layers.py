@@ -56,7 +56,7 @@ def test_the_block_tier_imports_no_kv_module() -> None:
 
 
 def test_the_block_tier_imports_no_spark_module() -> None:
-    # the Spark executor (actors/spark/executor.py) is passed in by the tier's config;
+    # the Spark executor (actors/spark/shell/executor.py) is passed in by the tier's config;
     # the block tier's worker knows only the Executor protocol
     assert _offenders("actors/blocks", ("sediment.actors.spark",)) == {}
 
