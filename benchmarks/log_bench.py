@@ -38,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("SEDIMENT_LOG_LEVEL", "error")
 
+from sediment.actors.log.kv_machine import KvPut  # noqa: E402
 from sediment.actors.log.shell.protocol import Propose
 from sediment.actors.log.storage import (  # noqa: E402
     CompactionResult,
@@ -331,7 +332,7 @@ async def _proposer(ctx: Any, group: str, leader: str, n: int, report_to: Any) -
     ctx.send(report_to, "ready")
     await ctx.receive(lambda m: m == "go")
     for i in range(n):
-        await ctx.call(server, Propose(("put", f"k{i % 64}", i)), timeout=30)
+        await ctx.call(server, Propose(KvPut(f"k{i % 64}", i)), timeout=30)
     ctx.send(report_to, "done")
 
 
@@ -362,7 +363,7 @@ def group_commit_rate(backend: str, n: int, concurrency: int, data_dir: str) -> 
     rt = api.start(backend, nodes=("n1", "n2", "n3"), **kwargs)
     try:
         start_log_cluster(rt, [spec], name="bench-log")
-        propose(rt, spec, ("put", "warm", 0))
+        propose(rt, spec, KvPut("warm", 0))
         leader = next(v["node"] for v in status(rt, spec).values()
                       if v is not None and v["role"] == "leader")
         done, seconds = rt.run(_drive, "bench", leader, n, concurrency, node=leader,

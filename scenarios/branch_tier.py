@@ -157,8 +157,8 @@ def start_spark(rt: Any, root: str, node: str) -> None:
     """The cluster's Spark bridge, its session started by one merge through it (the
     compactor's merger, every merge to Spark); a bridge that did not run it on Spark
     fails the run's start."""
-    from sediment.actors.spark.bridge import spark_bridge
     from sediment.actors.spark.session import SparkSettings
+    from sediment.actors.spark.shell.bridge import spark_bridge
 
     rt.spawn(spark_bridge, SparkSettings(executor_memory="1g"), None, None, 8, None, 900.0,
              SPARK_HEALTH_INTERVAL, node=node)
@@ -168,7 +168,7 @@ def start_spark(rt: Any, root: str, node: str) -> None:
 
 
 async def _warm_spark(ctx: Process, root: str) -> Any:
-    from sediment.actors.spark.bridge import BRIDGE_NAME
+    from sediment.actors.spark.shell.bridge import BRIDGE_NAME
 
     deadline = ctx.now() + SETUP_TIMEOUT
     while await ctx.whereis(BRIDGE_NAME) is None:  # spawned, maybe not registered yet
@@ -223,7 +223,7 @@ async def wait_for_spark_merge(ctx: Process, deadline: float,
                                interval: float) -> tuple[bool, float, str]:
     """The trigger `spark_merge_running`: (hit, when, what was seen) once the bridge
     runs a merge, polled every `interval` s until `deadline` (the runtime's clock)."""
-    from sediment.actors.spark.bridge import BRIDGE_NAME
+    from sediment.actors.spark.shell.bridge import BRIDGE_NAME
 
     while True:
         try:
@@ -392,8 +392,8 @@ def collect(rt: Any, started: Started, log: Sequence[KvEvent] | None = None,
 def _stop_spark(rt: Any) -> str:
     """The bridge's counts (the warm-up merge is one completed), then stopped with its
     session."""
-    from sediment.actors.spark.bridge import BRIDGE_NAME
-    from sediment.actors.spark.bridge_protocol import Stop
+    from sediment.actors.spark.shell.bridge import BRIDGE_NAME
+    from sediment.actors.spark.shell.bridge_protocol import Stop
 
     try:
         status = rt.call(BRIDGE_NAME, Status(), timeout=30)

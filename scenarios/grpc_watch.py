@@ -24,9 +24,9 @@ from typing import Any
 
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.protocol import Endpoint
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
+from sediment.actors.kv.shell import session_protocol as sp
 from sediment.runtime.errors import CallError
 from sediment.runtime.process import Process
 

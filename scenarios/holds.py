@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from sediment.actors.blocks.shell.compaction_worker import BEFORE_MERGE
 from sediment.actors.branches.shell.compactor import FAILPOINTS as COMPACTOR_FAILPOINTS
-from sediment.actors.kv.coordinator import BEFORE_PROPOSE
+from sediment.actors.kv.shell.coordinator import BEFORE_PROPOSE
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.applying import before_apply_point
 from sediment.actors.log.shell.install import LEADER_BEFORE_LAST_CHUNK

@@ -14,10 +14,10 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.names import kv_node_name
-from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.actors.kv.shell import session_protocol as sp
+from sediment.actors.kv.shell.node_protocol import OpenWatcher
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.pid import Pid

@@ -12,13 +12,15 @@ FLAG_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction)
 
 class HelpFormatter(argparse.HelpFormatter):
     """Adds "(default: X)" to every option's help unless the help already says it; a
-    flag's default is "off". An option whose default is None says in words what it
-    means (its help carries "default:")."""
+    flag's default is "off", a required option says "(required)". An option whose
+    default is None says in words what it means (its help carries "default:")."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
+        if action.option_strings and action.required and "required" not in text:
+            return f"{text} (required)".lstrip()
         if (action.default is argparse.SUPPRESS or not action.option_strings
-                or "default" in text or "%(default)" in text):
+                or "default" in text or "%(default)" in text or "required" in text):
             return text
         if isinstance(action, FLAG_ACTIONS):
             return f"{text} (default: off)"

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from sediment.actors.kv import watch_protocol as wp
-from sediment.actors.kv.watch_session import Watch
+from sediment.actors.kv.shell.watch_session import Watch
 from sediment.wiring.cluster import Cluster
 
 Out = Callable[[str], None]

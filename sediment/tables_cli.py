@@ -89,8 +89,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p = cmd("create-index", "create an index (CREATE INDEX) and wait until it is built "
                             "and AVAILABLE")
     p.add_argument("name")
-    p.add_argument("--table", required=True)
-    p.add_argument("--columns", required=True, metavar="COL[,COL...]")
+    p.add_argument("--table", required=True, help="the table it indexes")
+    p.add_argument("--columns", required=True, metavar="COL[,COL...]",
+                   help="the indexed columns, in order")
     p.add_argument("--unique", action="store_true", help="a unique index")
     p.add_argument("--no-wait", action="store_true",
                    help="return once registered, without waiting for the build")
@@ -123,9 +124,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--prefix", action="store_true",
                    help="VALUEs are a prefix of the index's columns")
     p.add_argument("--from", dest="lower", default=None, metavar="JSON",
-                   help="a range's lower bound: a JSON list, a prefix of the columns")
+                   help="a range's lower bound: a JSON list, a prefix of the columns "
+                        "(default: none, from the first row)")
     p.add_argument("--to", dest="upper", default=None, metavar="JSON",
-                   help="a range's upper bound: a JSON list, a prefix of the columns")
+                   help="a range's upper bound: a JSON list, a prefix of the columns "
+                        "(default: none, to the last row)")
     p.add_argument("--exclusive", action="store_true",
                    help="leave out rows equal to either bound on its length")
     _at(p)
@@ -148,7 +151,7 @@ def _shared(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--seed", type=int_at_least(0), default=d(0),
                    help="the simulator's seed (default: 0)")
     p.add_argument("--json", action="store_true", default=d(False),
-                   help="one JSON document instead of a row per line")
+                   help="one JSON document instead of a row per line (default: off)")
     p.add_argument("--data-availability", type=positive_seconds, default=d(600.0),
                    metavar="SECONDS",
                    help="the low watermark trails now by this much: reads --at an older "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sediment.actors.log.kv_machine import KvPut
 from sediment.actors.log.shell.cluster import propose
 from sediment.actors.log.shell.group_spec import GroupSpec
 
@@ -15,5 +16,5 @@ def put_mixed(rt: Any, spec: GroupSpec, start: int, n: int, keys: dict[str, int]
     latest index in `keys` and value in `latest`."""
     for i in range(start, start + n):
         key = f"cold{i}" if cold_every and i % cold_every == 0 else "hot"
-        keys[key] = propose(rt, spec, ("put", key, i), timeout=90)[0]  # loaded CI box
+        keys[key] = propose(rt, spec, KvPut(key, i), timeout=90)[0]  # loaded CI box
         latest[key] = i

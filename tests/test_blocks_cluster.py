@@ -52,7 +52,7 @@ from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Found, ReadEntry
-from sediment.actors.spark.executor import SparkBridgeExecutor
+from sediment.actors.spark.shell.executor import SparkBridgeExecutor
 from sediment.runtime import api
 from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.messages import Call
@@ -553,10 +553,10 @@ def test_bad_input_is_refused_at_the_boundary_and_crashes_nothing(cluster: Any) 
 
 
 async def pyarrow_bridge(ctx: Process) -> None:
-    """Stands in for the Spark bridge (`actors/spark/bridge.py`): its name and its call,
+    """Stands in for the Spark bridge (`actors/spark/shell/bridge.py`): its name and its call,
     answered by the pyarrow merge that the Spark merge must equal."""
-    from sediment.actors.spark.bridge import BRIDGE_NAME
-    from sediment.actors.spark.bridge_protocol import JobFailed, JobOutcome, Merge, Merged
+    from sediment.actors.spark.shell.bridge import BRIDGE_NAME
+    from sediment.actors.spark.shell.bridge_protocol import JobFailed, JobOutcome, Merge, Merged
 
     await ctx.register(BRIDGE_NAME)
     merges = 0

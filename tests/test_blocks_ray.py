@@ -18,9 +18,9 @@ import pytest
 import test_blocks_cluster as tbc
 
 from sediment.actors.blocks.shell.cluster import BlocksCluster
-from sediment.actors.spark.bridge import BRIDGE_NAME, spark_bridge
-from sediment.actors.spark.executor import SparkBridgeExecutor
 from sediment.actors.spark.session import SparkSettings
+from sediment.actors.spark.shell.bridge import BRIDGE_NAME, spark_bridge
+from sediment.actors.spark.shell.executor import SparkBridgeExecutor
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 

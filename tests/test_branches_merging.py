@@ -26,9 +26,9 @@ from sediment.actors.branches.errors import CorruptRange
 from sediment.actors.branches.metarange import InProcessMerge, MetaRangeStore
 from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.process_env import ProcessEnv
-from sediment.actors.spark.bridge import BRIDGE_NAME, run_inline, spark_bridge
-from sediment.actors.spark.bridge_protocol import Stop
 from sediment.actors.spark.session import SparkSettings
+from sediment.actors.spark.shell.bridge import BRIDGE_NAME, run_inline, spark_bridge
+from sediment.actors.spark.shell.bridge_protocol import Stop
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process

@@ -1,7 +1,7 @@
 """A metarange merge on real Spark (RayDP) whose executor is killed mid-merge.
 
 The compactor's merger (`shell/merging.py`, `BridgeMerger`) sends a large merge to the
-Spark bridge (`actors/spark/bridge.py`), which runs it in the cluster's one Spark-on-Ray
+Spark bridge (`actors/spark/shell/bridge.py`), which runs it in the cluster's one Spark-on-Ray
 session. Here a real RayDP executor actor is killed while that merge runs: RayDP does
 not restart it, the bridge finds no live executor, cancels the job and answers
 SparkMergeFailed, and the merger runs the same merge in process. The metarange is the
@@ -28,8 +28,8 @@ from sediment.actors.branches.entry import Entry, Record
 from sediment.actors.branches.metarange import InProcessMerge, MetaRangeStore
 from sediment.actors.branches.shell.merging import BridgeMerger, SparkPolicy
 from sediment.actors.branches.shell.process_env import ProcessEnv
-from sediment.actors.spark.bridge import BRIDGE_NAME, spark_bridge
 from sediment.actors.spark.session import SparkSettings
+from sediment.actors.spark.shell.bridge import BRIDGE_NAME, spark_bridge
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call

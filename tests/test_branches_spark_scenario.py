@@ -14,8 +14,8 @@ from typing import Any
 from test_branches_merging import LocalSpark
 
 from sediment.actors.branches.shell.merging import SparkPolicy
-from sediment.actors.spark.bridge import BRIDGE_NAME, BridgeStatus, run_inline, spark_bridge
 from sediment.actors.spark.session import SparkSettings
+from sediment.actors.spark.shell.bridge import BRIDGE_NAME, BridgeStatus, run_inline, spark_bridge
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call

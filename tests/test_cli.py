@@ -371,6 +371,8 @@ def _option_helps(parser: Any) -> dict[str, str]:
 
 
 def test_every_option_of_every_command_has_help_with_its_default() -> None:
+    import argparse
+
     parser = cli.build_parser()
     parsers = {"sediment": parser}
     for name, sub in _subparsers(parser).items():
@@ -382,6 +384,12 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
     for prog, p in parsers.items():
         for flag, text in _option_helps(p).items():
             assert "default" in text, f"{prog} {flag}: {text!r}"
+    for name, sub in _subparsers(parser).items():  # branches, catalog, tables
+        if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+            for leaf, p in _subparsers(sub).items():
+                for flag, text in _option_helps(p).items():
+                    assert "default" in text or "(required)" in text, (
+                        f"sediment {name} {leaf} {flag}: {text!r}")
     sub_helps = {a.dest: a.help for a in _subparsers(parser)["run"]._actions}
     assert sub_helps["paths"]
     for action in next(a for a in parser._actions if a.dest == "command")._choices_actions:
@@ -389,7 +397,7 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
 
 
 @pytest.mark.parametrize("command", ["", "run", "start", "stop", "status", "version",
-                                     "demo", "inspect"])
+                                     "demo", "inspect", "branches", "catalog", "tables"])
 def test_help_shows_the_defaults(command: str) -> None:
     result = run(*([command] if command else []), "--help")
     assert result.returncode == 0, result.stderr

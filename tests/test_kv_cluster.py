@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from runtime_helpers import eventually
 
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, ErrEmptyKey, KvError
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
-from sediment.actors.kv.node import BEFORE_WATCHER_SPAWN
-from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.actors.kv.shell import session_protocol as sp
+from sediment.actors.kv.shell.node import BEFORE_WATCHER_SPAWN
+from sediment.actors.kv.shell.node_protocol import OpenWatcher
+from sediment.actors.kv.shell.watch_session import WatchCanceled
 from sediment.actors.kv.types import Compare, Put
-from sediment.actors.kv.watch_session import WatchCanceled
 from sediment.actors.log.shell.names import raft_name
 from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call

@@ -39,11 +39,12 @@ import pytest
 
 from sediment import log
 from sediment.actors.kv import promised_floor
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, KvError
 from sediment.actors.kv.machine import NetsyMachine, netsy
 from sediment.actors.kv.names import KV_GROUP, coordinator_name
+from sediment.actors.kv.shell import session_protocol as sp
+from sediment.actors.kv.shell.watch_session import WatchCanceled, WatchSession
 from sediment.actors.kv.store import ALL_KEYS
 from sediment.actors.kv.types import (
     Compact,
@@ -56,7 +57,6 @@ from sediment.actors.kv.types import (
     Txn,
     TxnOp,
 )
-from sediment.actors.kv.watch_session import WatchCanceled, WatchSession
 from sediment.actors.log.raft.types import Entry
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Found, ReadEntry

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from sediment.actors.kv import admission as adm
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
-from sediment.actors.kv.node_protocol import Admit
-from sediment.actors.kv.watcher import watcher
+from sediment.actors.kv.shell import session_protocol as sp
+from sediment.actors.kv.shell.node_protocol import Admit
+from sediment.actors.kv.shell.watcher import watcher
 from sediment.runtime.messages import Call
 from sediment.runtime.process import Process
 

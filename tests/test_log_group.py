@@ -11,6 +11,7 @@ import pytest
 from log_helpers import put_mixed
 from runtime_helpers import eventually
 
+from sediment.actors.log.kv_machine import KvPut
 from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
@@ -48,7 +49,7 @@ def test_replicates_and_survives_leader_loss(rt: Any, tmp_path: Path) -> None:
     start_log_cluster(rt, [spec])
     keys: dict[str, int] = {}
     for i in range(10):
-        index, result = propose(rt, spec, ("put", f"k{i % 4}", i))
+        index, result = propose(rt, spec, KvPut(f"k{i % 4}", i))
         assert result == index
         keys[f"k{i % 4}"] = index
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=30)
@@ -57,7 +58,7 @@ def test_replicates_and_survives_leader_loss(rt: Any, tmp_path: Path) -> None:
     assert old is not None
     rt.kill(rt.whereis(raft_name(spec.group, old)))  # the supervisor restarts it
     for i in range(10, 16):
-        index, _ = propose(rt, spec, ("put", f"k{i % 4}", i))
+        index, _ = propose(rt, spec, KvPut(f"k{i % 4}", i))
         keys[f"k{i % 4}"] = index
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
     terms = {v["term"] for v in status(rt, spec).values() if v is not None}
@@ -69,11 +70,11 @@ def test_a_killed_node_recovers_from_its_disk(rt: Any, tmp_path: Path) -> None:
     start_log_cluster(rt, [spec])
     keys: dict[str, int] = {}
     for i in range(8):
-        keys[f"k{i}"] = propose(rt, spec, ("put", f"k{i}", i))[0]
+        keys[f"k{i}"] = propose(rt, spec, KvPut(f"k{i}", i))[0]
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=30)
     rt.kill_node("n3")  # its WAL, raft server and node supervisor all die at once
     for i in range(8, 12):
-        keys[f"k{i}"] = propose(rt, spec, ("put", f"k{i}", i))[0]
+        keys[f"k{i}"] = propose(rt, spec, KvPut(f"k{i}", i))[0]
     # the top supervisor restarts n3's tree; it replays its WAL and catches up
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
     n3 = status(rt, spec)["n3"]
@@ -98,8 +99,8 @@ def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> No
 
     a, b = group(tmp_path, "ga"), group(tmp_path, "gb")
     start_log_cluster(rt, [a, b])
-    ia, _ = propose(rt, a, ("put", "x", 1))
-    ib, _ = propose(rt, b, ("put", "y", 2))
+    ia, _ = propose(rt, a, KvPut("x", 1))
+    ib, _ = propose(rt, b, KvPut("y", 2))
     assert eventually(rt, lambda: converged(rt, a, {"x": ia}) and converged(rt, b, {"y": ib}),
                       timeout=30)
     sink = rt.spawn(collector, node="n1")
@@ -112,7 +113,7 @@ def test_groups_share_a_wal_and_report_leadership(rt: Any, tmp_path: Path) -> No
     if old == "n2":  # the listener's member itself died: subscribe again after its restart
         assert eventually(rt, lambda: rt.whereis(raft_name("ga", "n2")) is not None, timeout=30)
         rt.spawn(_listen, "ga", "n2", sink, node="n2")
-    propose(rt, a, ("put", "x", 3))
+    propose(rt, a, KvPut("x", 3))
     def announced() -> bool:
         """A leader of a later term reached the listener (the restarted old member may win
         it again; a listener that subscribed late learns it as its current leader)."""
@@ -159,7 +160,7 @@ def test_snapshots_segments_compaction_and_recovery(rt: Any, tmp_path: Path) -> 
     rt.kill_node("n2")  # back from its snapshot, segments and WAL
     for i in range(60, 66):
         key = "hot"
-        keys[key] = propose(rt, spec, ("put", key, i))[0]
+        keys[key] = propose(rt, spec, KvPut(key, i))[0]
         latest[key] = i
     assert eventually(rt, lambda: converged(rt, spec, keys), timeout=60)
     assert values(rt, spec, "n2", list(latest)) == {k: Found(v) for k, v in latest.items()}
@@ -296,7 +297,7 @@ def test_an_install_started_over_stages_each_live_entry_and_chunk_once(tmp_path:
     ctx = SimpleNamespace(self=lambda: SimpleNamespace(node="n3"))
     shell = _Shell(ctx=ctx, spec=spec, meta=None, wal=None, segwriter=None, worker=None,
                    refs=None, snap_state=None)  # type: ignore[arg-type]
-    live = (Entry(3, 1, 0.0, ("put", "a", "1")), Entry(5, 1, 0.0, ("put", "b", "2")))
+    live = (Entry(3, 1, 0.0, KvPut("a", "1")), Entry(5, 1, 0.0, KvPut("b", "2")))
     asyncio.run(install.write_sparse(shell, rp.WriteSparse(10, live)))
     install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 0, b"old-0", False))
     install.store_chunk(shell, rp.StoreSnapshotChunk(10, 1, 1, b"old-1", False))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from runtime_helpers import collector, eventually
 
+from sediment.actors.log.kv_machine import KvPut
 from sediment.actors.log.raft.types import ConfChange, Membership
 from sediment.actors.log.shell.cluster import propose, start_log_cluster, status
 from sediment.actors.log.shell.group_spec import GroupSpec
@@ -66,7 +67,7 @@ async def writer(ctx: Process, group_name: str, count: int, report_to: Any) -> N
     acked: list[tuple[int, int]] = []
     hint: str | None = None
     for i in range(count):
-        command = ("put", f"k{i % KEYS}", i)
+        command = KvPut(f"k{i % KEYS}", i)
         for attempt in range(2000):
             target = hint or NODES[attempt % len(NODES)]
             hint = None
@@ -107,7 +108,7 @@ def test_a_group_moves_to_a_new_node_under_writes(rt4: Any, tmp_path: Path, old:
     spec = group(tmp_path)
     top = start_log_cluster(rt, [spec])
     for i in range(40):  # history: snapshots, a compacted log
-        propose(rt, spec, ("put", f"k{i % KEYS}", -i))
+        propose(rt, spec, KvPut(f"k{i % KEYS}", -i))
     sink = rt.spawn(collector, node="n2")
     rt.spawn(writer, spec.group, WRITES, sink, node="n2")
 
@@ -166,7 +167,7 @@ def test_a_group_moves_to_a_new_node_under_writes(rt4: Any, tmp_path: Path, old:
     # taken past the last change, not from its log
     moved = spec.__class__(spec.group, after, spec.data_dir)
     for i in range(spec.snapshot_every + 5):
-        propose(rt, moved, ("put", "later", i))
+        propose(rt, moved, KvPut("later", i))
     assert eventually(rt, lambda: rt.call(raft_name(spec.group, "n4"), Status())[
         "snapshot_index"] > removed, timeout=60)
     rt.kill(rt.whereis(raft_name(spec.group, "n4")))
@@ -174,7 +175,7 @@ def test_a_group_moves_to_a_new_node_under_writes(rt4: Any, tmp_path: Path, old:
                       timeout=30)
     view = rt.call(raft_name(spec.group, "n4"), Status())
     assert set(view["voters"]) == set(after)
-    index, _ = propose(rt, moved, ("put", "z", 1))
+    index, _ = propose(rt, moved, KvPut("z", 1))
     assert eventually(rt, lambda: all(
         v is not None and v["keys"].get("z") == index for v in views_of(rt, spec, after).values()),
         timeout=60)
@@ -184,7 +185,7 @@ def test_bad_changes_get_typed_errors_and_change_nothing(rt4: Any, tmp_path: Pat
     rt = rt4
     spec = group(tmp_path)
     top = start_log_cluster(rt, [spec])
-    propose(rt, spec, ("put", "k", 1))
+    propose(rt, spec, KvPut("k", 1))
     with pytest.raises(ChangeRefused) as refused:
         change(rt, spec, "demote", "n2", spec.nodes)
     assert refused.value.reason == "unknown_op"
@@ -210,11 +211,11 @@ def test_replace_member_runs_the_whole_move(rt4: Any, tmp_path: Path) -> None:
     spec = group(tmp_path)
     top = start_log_cluster(rt, [spec])
     for i in range(30):
-        propose(rt, spec, ("put", f"k{i % KEYS}", i))
+        propose(rt, spec, KvPut(f"k{i % KEYS}", i))
     after = replace_member(rt, top, spec, "n2", "n4", spec.nodes)
     assert after == ("n1", "n3", "n4")
     moved = GroupSpec(spec.group, after, spec.data_dir)
-    index, _ = propose(rt, moved, ("put", "k0", "new"))
+    index, _ = propose(rt, moved, KvPut("k0", "new"))
     assert eventually(rt, lambda: all(v is not None and v["keys"]["k0"] == index
                                       for v in status(rt, moved).values()), timeout=60)
     assert status(rt, moved)["n4"]["voters"] == after
@@ -228,11 +229,11 @@ def test_an_installed_snapshot_gives_a_restarted_member_its_configuration(
     rt = rt4
     spec = group(tmp_path)
     top = start_log_cluster(rt, [spec])
-    propose(rt, spec, ("put", "k", 0))
+    propose(rt, spec, KvPut("k", 0))
     added = change(rt, spec, "add_learner", "n4", spec.nodes)
     assert added is not None
     for i in range(spec.snapshot_every + spec.max_retained + 10):
-        propose(rt, spec, ("put", f"k{i % KEYS}", i))
+        propose(rt, spec, KvPut(f"k{i % KEYS}", i))
     everyone = (*spec.nodes, "n4")
     start_member(rt, top, spec, "n4")
     wait_caught_up(rt, spec, "n4", everyone)

@@ -205,7 +205,7 @@ def test_prometheus_text_folds_into_the_snapshot_shape() -> None:
 
 def test_every_metric_is_listed_in_the_docs_with_its_tags() -> None:
     import sediment.actors.branches.metrics  # noqa: F401 - defines the branch metrics
-    import sediment.actors.spark.bridge  # noqa: F401 - defines spark_merges
+    import sediment.actors.spark.shell.bridge  # noqa: F401 - defines spark_merges
 
     doc = (ROOT / "docs" / "metrics.md").read_text()
     rows = {m.group(1): m.group(2) for m in

@@ -16,8 +16,9 @@ import pytest
 
 from sediment.actors.blocks.errors import MissingBlock
 from sediment.actors.blocks.meta import BlockMeta
-from sediment.actors.spark import bridge as bridge_module
-from sediment.actors.spark.bridge import (
+from sediment.actors.spark.session import SparkSettings
+from sediment.actors.spark.shell import bridge as bridge_module
+from sediment.actors.spark.shell.bridge import (
     BRIDGE_NAME,
     BadBridgeRequest,
     BridgeBusy,
@@ -27,7 +28,7 @@ from sediment.actors.spark.bridge import (
     merge_via_bridge,
     spark_bridge,
 )
-from sediment.actors.spark.bridge_protocol import (
+from sediment.actors.spark.shell.bridge_protocol import (
     JobFailed,
     Merge,
     Merged,
@@ -35,7 +36,6 @@ from sediment.actors.spark.bridge_protocol import (
     Stop,
     Stopped,
 )
-from sediment.actors.spark.session import SparkSettings
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process

@@ -37,7 +37,8 @@ from sediment.actors.blocks.errors import (
 )
 from sediment.actors.blocks.meta import BlockMeta
 from sediment.actors.spark import merge_job as mj
-from sediment.actors.spark.bridge import (
+from sediment.actors.spark.session import SparkSettings, spark_configs
+from sediment.actors.spark.shell.bridge import (
     BRIDGE_NAME,
     BadBridgeRequest,
     BridgeBusy,
@@ -48,8 +49,7 @@ from sediment.actors.spark.bridge import (
     run_inline,
     spark_bridge,
 )
-from sediment.actors.spark.bridge_protocol import JobFailed, Merge, Merged, Stop, Stopped
-from sediment.actors.spark.session import SparkSettings, spark_configs
+from sediment.actors.spark.shell.bridge_protocol import JobFailed, Merge, Merged, Stop, Stopped
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process

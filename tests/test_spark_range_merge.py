@@ -31,15 +31,15 @@ from sediment.actors.branches.errors import CorruptRange, MergeFailed
 from sediment.actors.branches.metarange import InProcessMerge, MetaRangeStore
 from sediment.actors.branches.span_merge import RangeMergeRequest, RangeMergeResult
 from sediment.actors.branches.spark_merge import SparkMerge, spark_apply, spark_run_all
-from sediment.actors.spark.bridge import (
+from sediment.actors.spark.session import SparkSettings, spark_configs
+from sediment.actors.spark.shell.bridge import (
     BRIDGE_NAME,
     BadBridgeRequest,
     merge_ranges_via_bridge,
     run_inline,
     spark_bridge,
 )
-from sediment.actors.spark.bridge_protocol import JobFailed, MergeRanges, Stop, Stopped
-from sediment.actors.spark.session import SparkSettings, spark_configs
+from sediment.actors.spark.shell.bridge_protocol import JobFailed, MergeRanges, Stop, Stopped
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.process import Process

@@ -73,7 +73,7 @@ class Branches:
                 sensor: str | None = SENSOR_NAME, recorder: Recorder | None = None,
                 seed: int | None = None, store: MetaRangeStore | None = None,
                 client: str = "driver") -> Branches:
-        """Over a running KV cluster (`actors/kv/cluster.py`); `root` is the block store
+        """Over a running KV cluster (`sediment/wiring/cluster.py`); `root` is the block store
         directory. Time is the cluster runtime's (virtual on sim). `sensor`: the
         registered name deletes are reported to (None: not reported). `seed` makes
         staging tokens reproducible (sim replays); seeded clients of one cluster need

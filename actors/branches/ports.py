@@ -52,7 +52,7 @@ class Env(Protocol):
 
 
 class ClientKv:
-    """A `KvPort` over the KV cluster's synchronous `Client` (actors/kv/cluster.py)."""
+    """A `KvPort` over the KV cluster's synchronous `Client` (sediment/wiring/client.py)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client

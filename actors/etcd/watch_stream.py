@@ -34,11 +34,11 @@ import grpc
 from sediment import log
 from sediment.actors.etcd.pb import kv_pb2 as _kv_pb2
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
 from sediment.actors.kv.names import kv_node_name
-from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.actors.kv.shell import session_protocol as sp
+from sediment.actors.kv.shell.node_protocol import OpenWatcher
 from sediment.actors.kv.types import Event
 from sediment.runtime.errors import CallError
 

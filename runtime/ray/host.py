@@ -28,7 +28,15 @@ from ..pid import Pid
 from ..reasons import NOPROC
 from .channels import Address, Channels
 from .kernel import HostKernel
-from .transport import ACTOR_MAX_CONCURRENCY, ClusterConfig, Item
+from .transport import (
+    ACTOR_MAX_CONCURRENCY,
+    CallAnswer,
+    CallEnded,
+    CallReplied,
+    ClusterConfig,
+    Item,
+    ProcessEnded,
+)
 
 RECEIVED_KINDS = 12  # the most frequent signal kinds `info` reports
 
@@ -118,8 +126,8 @@ class HostActor:
         await self._stopped.wait()
         return "stopped"
 
-    async def run(self, pid_id: str) -> tuple[Any, Any]:
-        """Wait for a process of this host to end: (exit reason, return value)."""
+    async def run(self, pid_id: str) -> ProcessEnded:
+        """Wait for a process of this host to end: its exit reason and return value."""
         kernel = await self._kernel()
         return await kernel.wait_ended(pid_id)
 
@@ -195,22 +203,22 @@ class HostActor:
             self.kernel.set_net(rules)
 
     async def call_in(self, sender: str, seq: int, dest_id: str,
-                      request: Any) -> tuple[str, Any]:
-        """A call from the driver: ("ok", reply) or ("exit", reason) if the process ended
-        first. The request keeps its place in the driver's stream to this host."""
+                      request: Any) -> CallAnswer:
+        """A call from the driver: `CallReplied(reply)`, or `CallEnded(reason)` if the
+        process ended first. The request keeps its place in the driver's stream to this host."""
         kernel = self.kernel or await self._kernel()
         proc = kernel.procs.get(dest_id)
         if proc is None or not proc.alive:
             # the request's number must still be used up, or the driver's stream to this
             # host would wait for it forever
             kernel.accept(sender, seq, [(dest_id, MessageSignal(None))])
-            return "exit", NOPROC
+            return CallEnded(NOPROC)
         ref, fut = proc.pending_call()
         kernel.accept(sender, seq, [(dest_id, MessageSignal(Call(CallRef(proc.pid, ref),
                                                                  request)))])
         try:
-            return "ok", await fut
+            return CallReplied(await fut)
         except CallExit as exc:
-            return "exit", exc.reason
+            return CallEnded(exc.reason)
         finally:
             proc.forget_call(ref)

@@ -26,6 +26,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import ray
@@ -56,6 +57,7 @@ from .transport import (
     BatchingTransport,
     ClusterConfig,
     Item,
+    ProcessEnded,
     classify_death,
     death_error,
 )
@@ -72,6 +74,17 @@ MAX_CALL_WATCHES = 10_000  # per process: calls it was asked and has not answere
 REORDER_CAPACITY = 1_000_000  # signals held for a gap, over all senders
 
 Key = tuple[Pid, Ref | None, str]  # (watcher, ref, kind)
+
+
+@dataclass(frozen=True)
+class _Grave:
+    """What the host remembers of an ended process: why it ended, which processes it
+    was linked to then (a late link from one of them learns the reason, others
+    `noproc`), and its function's return value."""
+
+    reason: Any
+    links: frozenset[str]
+    result: Any
 
 
 class HostKernel:
@@ -100,7 +113,7 @@ class HostKernel:
         self._followed: dict[str, asyncio.Task[Any]] = {}
         self._dead_hosts: OrderedDict[str, Any] = OrderedDict()
         # pid id -> (reason, ids of its links at exit, result)
-        self._graveyard: OrderedDict[str, tuple[Any, frozenset[str], Any]] = OrderedDict()
+        self._graveyard: OrderedDict[str, _Grave] = OrderedDict()
         self._ended: dict[str, asyncio.Event] = {}
         self._named_hosts: dict[tuple[str, str], Any] = {}  # (node, name) -> host Pid-like
 
@@ -286,8 +299,8 @@ class HostKernel:
         watches, free its names."""
         pid = proc.pid
         self.procs.pop(pid.id, None)
-        self._graveyard[pid.id] = (reason, frozenset(p.id for p in proc.links),
-                                   _portable(proc.result))
+        self._graveyard[pid.id] = _Grave(reason, frozenset(p.id for p in proc.links),
+                                         _portable(proc.result))
         while len(self._graveyard) > GRAVEYARD_SIZE:
             self._graveyard.popitem(last=False)
         for watcher, ref, kind in self._watchers.pop(pid.id, {}):
@@ -303,13 +316,14 @@ class HostKernel:
         if not self.procs:
             self._on_empty()
 
-    async def wait_ended(self, pid_id: str) -> tuple[Any, Any]:
-        """(reason, result) of a process of this host, once it has ended."""
+    async def wait_ended(self, pid_id: str) -> ProcessEnded:
+        """The exit reason and result of a process of this host, once it has ended."""
         ended = self._ended.get(pid_id)
         if ended is not None:
             await ended.wait()
         grave = self._graveyard.get(pid_id)
-        return (grave[0], grave[2]) if grave is not None else (NOPROC, None)
+        return ProcessEnded(grave.reason, grave.result) if grave is not None else ProcessEnded(
+            NOPROC, None)
 
     # --- arrivals -----------------------------------------------------------------------------
 
@@ -372,10 +386,10 @@ class HostKernel:
         """Why a process that already ended ended, as a watch arriving now learns it: the
         real reason for a process that was linked to the watcher, else `noproc`."""
         grave = self._graveyard.get(pid_id)
-        if grave is not None and kind == LINK and watcher.id in grave[1]:
-            return grave[0]
+        if grave is not None and kind == LINK and watcher.id in grave.links:
+            return grave.reason
         if grave is not None and kind == CALL:
-            return grave[0]
+            return grave.reason
         return NOPROC
 
     def _notify(self, peer: Pid, watcher: Pid, ref: Ref | None, kind: str, reason: Any) -> None:

@@ -127,13 +127,13 @@ class RayRuntime(Runtime):
             handle = self.transport.handle(pid)
             if handle is None:
                 raise ProcessFailed(pid, NOPROC)
-            reason, result = ray.get(handle.run.remote(pid.id), timeout=timeout)
+            ended = ray.get(handle.run.remote(pid.id), timeout=timeout)
         except GetTimeoutError:
             self.kill(pid)
             raise CallTimeout(f"{pid} did not finish within {timeout} s") from None
         except RayActorError as exc:
             raise ProcessFailed(pid, classify_death(exc)) from None
-        return outcome(pid, reason, result)
+        return outcome(pid, ended.reason, ended.result)
 
     def send(self, dest: Pid | str, msg: Any) -> None:
         pid = self._resolve(dest)
@@ -147,12 +147,12 @@ class RayRuntime(Runtime):
         if pid is None or ref is None:
             raise NoProc(f"no process {dest}")
         try:
-            status, value = ray.get(ref, timeout=timeout)
+            answer = ray.get(ref, timeout=timeout)
         except GetTimeoutError:
             raise CallTimeout(f"call to {pid} timed out after {timeout} s") from None
         except RayActorError as exc:
             raise death_error(pid, classify_death(exc)) from None
-        return call_result(pid, status, value)
+        return call_result(pid, answer)
 
     def exit(self, pid: Pid, reason: Any) -> None:
         if reason == KILL:

@@ -76,13 +76,40 @@ def classify_death(exc: RayActorError) -> Any:
     return KILLED
 
 
-def call_result(dest: Pid, status: str, value: Any) -> Any:
+@dataclass(frozen=True)
+class CallReplied:
+    """A host's answer to a call from the driver (`HostActor.call_in`): the reply."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class CallEnded:
+    """A host's answer to a call from the driver: the process ended (`reason`; `noproc`
+    when it was not there) before it replied."""
+
+    reason: Any
+
+
+CallAnswer = CallReplied | CallEnded
+
+
+@dataclass(frozen=True)
+class ProcessEnded:
+    """A host's answer to `run(pid)` (the driver waiting for a process it started):
+    the process's exit reason and its function's return value."""
+
+    reason: Any
+    result: Any
+
+
+def call_result(dest: Pid, answer: CallAnswer) -> Any:
     """What `call_in` answered: the reply, or the typed error for a process that ended."""
-    if status == "ok":
-        return value
-    if value == NOPROC:
+    if isinstance(answer, CallReplied):
+        return answer.value
+    if answer.reason == NOPROC:
         raise NoProc(f"no process {dest}")
-    raise CallExit(dest, value)
+    raise CallExit(dest, answer.reason)
 
 
 def death_error(dest: Pid, reason: Any) -> CallError:

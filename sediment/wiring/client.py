@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from sediment.actors.kv import history as hist
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv import validation
-from sediment.actors.kv.cluster import open_session
 from sediment.actors.kv.errors import ErrCompacted, ErrNotFlushed, KvError
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.queries import HistoryEvents, HistoryRange
+from sediment.actors.kv.shell.cluster import open_session
+from sediment.actors.kv.shell.watch_session import Watch, WatchSession
 from sediment.actors.kv.types import (
     Compact,
     Compare,
@@ -39,7 +40,6 @@ from sediment.actors.kv.types import (
     TxnOp,
     TxnResult,
 )
-from sediment.actors.kv.watch_session import Watch, WatchSession
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.runtime.errors import CallError

@@ -10,7 +10,9 @@ handles kill and restart nodes and processes.
 `Cluster.start(..., blocks=BlockTier(...))` adds the block tier on the same nodes
 (`actors/blocks/shell/tier.py`): committed history is flushed into level-0 blocks, and
 the KV's compaction is held at or below what is flushed: this module hands the KV nodes
-the tier's `flushed_through` as their hold, so the KV never names the metastore.
+the tier's `flushed_through` as their hold, so the KV never names the metastore, and
+the tier the KV's history as its flusher's `HistorySource` (`kv_history.py`), so the
+block tier never names the KV.
 `branches=` adds the branch services, `etcd=` the etcd v3 gRPC API.
 """
 
@@ -30,8 +32,8 @@ from sediment.actors.branches.shell.service import ServicesConfig
 from sediment.actors.etcd.names import ETCD_HOST, etcd_name
 from sediment.actors.etcd.protocol import Endpoint
 from sediment.actors.etcd.server import EtcdConfig, EtcdWire
-from sediment.actors.kv import cluster as kv
-from sediment.actors.kv.node import KvNodeConfig
+from sediment.actors.kv.shell import cluster as kv
+from sediment.actors.kv.shell.node import KvNodeConfig
 from sediment.actors.kv.types import Range
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.cluster import GroupClient
@@ -41,6 +43,7 @@ from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.supervision import SupFlags, requests, start_top
 from sediment.wiring.client import Client
+from sediment.wiring.kv_history import KV_HISTORY
 from sediment.wiring.node_tree import node_supervisor
 
 CONTROL_TIMEOUT = 60.0  # seconds for supervisor requests: stopping a node waits for its tree
@@ -87,7 +90,7 @@ class Cluster:
             f"n{i}" for i in range(1, nodes + 1))
         data_dir = data_dir or tempfile.mkdtemp(prefix="sediment-kv-")
         os.makedirs(data_dir, exist_ok=True)
-        tier = None if blocks is None else tier_parts(names, data_dir, blocks)
+        tier = None if blocks is None else tier_parts(names, data_dir, blocks, KV_HISTORY)
         if etcd is not None and (runtime.backend if runtime is not None else backend) != "ray":
             raise ValueError("the etcd API needs the ray backend (the simulator has no sockets)")
         rt = runtime or api.start(backend, nodes=names)

@@ -1,7 +1,7 @@
 """How a worker runs a merge: an executor is a picklable async callable chosen by config.
 
 - `PyarrowExecutor` (the default): `merge.run_job` in this process, off its event loop.
-- `SparkBridgeExecutor` (`actors/spark/executor.py`): a thin adapter that asks the Spark
+- `SparkBridgeExecutor` (`actors/spark/shell/executor.py`): a thin adapter that asks the Spark
   bridge process (the named process answering `Merge(MergeRequest)` with what
   `merge.merge_blocks` returns) to run it. It lives in the spark package and the tier's
   config passes it in (`BlocksConfig.executor`, `BlockTier.executor`): the block tier

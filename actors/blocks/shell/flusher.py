@@ -8,8 +8,8 @@ their outcomes back as events:
 - `ReadCursor` / `ProposeFlush`: a proposal to the metastore group (`ReadFlushCursor`,
   `AddBlocks(blocks, through)`), sent to the leader the members name, following
   "not leader" hints, at most `locate_attempts` rounds with a capped backoff;
-- `ReadHistory`: the local KV member's `HistoryRows(lo, max_rows)` query: its machine
-  holds only committed, applied entries;
+- `ReadHistory`: the config's `history` port (`history_source.py`; the wiring layer
+  fills it with the local KV member's committed history, `sediment/wiring/kv_history.py`);
 - `WriteBlocks`: one level-0 block file per shard (`block.write_level0`: temporary file,
   fsync, rename), off the event loop where the runtime has threads.
 
@@ -35,12 +35,10 @@ from sediment.actors.blocks.errors import BlockError, MetastoreError
 from sediment.actors.blocks.meta import BlockMeta
 from sediment.actors.blocks.metastore import AddBlocks, FlushCursor, ReadFlushCursor
 from sediment.actors.blocks.service import AddBlocksResult
+from sediment.actors.blocks.shell.history_source import HistoryBatch, HistorySource
 from sediment.actors.blocks.shell.names import METASTORE_GROUP
-from sediment.actors.kv.history import FlushRows
-from sediment.actors.kv.names import KV_GROUP
-from sediment.actors.kv.queries import HistoryRows
 from sediment.actors.log.shell.names import raft_name
-from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, Query
+from sediment.actors.log.shell.protocol import Done, NotLeader, Propose
 from sediment.actors.mvcc_errors import KvError
 from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
@@ -57,11 +55,12 @@ BEFORE_PROPOSE = "blocks.flusher.before_propose"
 @dataclass(frozen=True)
 class FlusherConfig:
     """`nodes`: the metastore group's members (where the leader is looked for);
-    `root`: the block store directory."""
+    `root`: the block store directory; `history`: where committed rows are read."""
 
     nodes: tuple[str, ...]
     root: str
     flush: fc.FlushConfig
+    history: HistorySource
     tick_interval: float = 0.5
     call_timeout: float = 10.0  # each call to a raft member
     locate_attempts: int = 6  # rounds of looking for the metastore leader per proposal
@@ -74,6 +73,8 @@ class FlusherConfig:
             raise ValueError(f"root must be a directory path, got {self.root!r}")
         if not isinstance(self.flush, fc.FlushConfig):
             raise ValueError(f"flush must be a FlushConfig, got {self.flush!r}")
+        if not isinstance(self.history, HistorySource):
+            raise ValueError(f"history must be a HistorySource, got {self.history!r}")
         times = (self.tick_interval, self.call_timeout, *self.locate_backoff)
         if not all(isinstance(t, int | float) and math.isfinite(t) and t > 0 for t in times):
             raise ValueError(f"intervals and timeouts must be positive seconds: {self}")
@@ -161,13 +162,12 @@ def _problem(fl: _Flusher, effect: fc.Problem) -> None:
 
 async def _read(fl: _Flusher, effect: fc.ReadHistory) -> fc.Event:
     ctx = fl.ctx
-    request = Query(HistoryRows(effect.lo, effect.max_rows))
     try:
-        reply = await ctx.call(raft_name(KV_GROUP, ctx.self().node), request,
-                               timeout=fl.config.call_timeout)
+        reply = await fl.config.history.read(ctx, effect.lo, effect.max_rows,
+                                             fl.config.call_timeout)
     except CallError as err:
         return fc.Failed(effect.epoch, "read", _reason(err), ctx.now())
-    if isinstance(reply, FlushRows):
+    if isinstance(reply, HistoryBatch):
         return fc.HistoryRead(effect.epoch, reply.rows, reply.through, reply.more, ctx.now())
     return fc.Failed(effect.epoch, "read", _reason(reply), ctx.now())
 

@@ -7,7 +7,9 @@ and blocks node (the compaction service on the metastore leader), and the flush
 follower, which runs the level-0 flusher beside the KV leader. The KV's compaction
 coordinator is told to hold its compaction revision at or below the metastore's
 flushed-through revision: the wiring layer (`sediment/wiring/cluster.py`) hands the KV
-nodes `flush_hold.py`'s `flushed_through` as their `KvNodeConfig.flush_hold`.
+nodes `flush_hold.py`'s `flushed_through` as their `KvNodeConfig.flush_hold`, and the
+tier the KV's history to flush as a `HistorySource` (`history_source.py`), so neither
+package names the other.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sediment.actors.blocks.shell.config import BlocksConfig
 from sediment.actors.blocks.shell.executor import Executor, PyarrowExecutor
 from sediment.actors.blocks.shell.flush_node import flush_node
 from sediment.actors.blocks.shell.flusher import FlusherConfig
+from sediment.actors.blocks.shell.history_source import HistorySource
 from sediment.actors.blocks.shell.names import flush_node_name
 from sediment.actors.blocks.worker import WorkerConfig
 from sediment.actors.log.shell.group_spec import GroupSpec
@@ -70,9 +73,11 @@ class TierParts:
     shards: int
 
 
-def tier_parts(nodes: Sequence[str], data_dir: str, tier: BlockTier) -> TierParts:
+def tier_parts(nodes: Sequence[str], data_dir: str, tier: BlockTier,
+               history: HistorySource) -> TierParts:
     """Check `tier` (ValueError/TypeError before anything starts) and lay it out under
-    `data_dir`: the metastore group beside the KV's, the block store in `blocks/`."""
+    `data_dir`: the metastore group beside the KV's, the block store in `blocks/`;
+    `history`: the committed history the flusher reads."""
     if not isinstance(tier, BlockTier):
         raise TypeError(f"blocks must be a BlockTier, got {type(tier).__name__}")
     names = tuple(nodes)
@@ -82,7 +87,7 @@ def tier_parts(nodes: Sequence[str], data_dir: str, tier: BlockTier) -> TierPart
     meta_config = MetastoreConfig(planner=tier.planner, scheduler=tier.scheduler)
     blocks = BlocksConfig(names, root, meta_config, tier.worker, tier.workers_per_node,
                           tier.executor, **dict(tier.tuning))
-    flusher = FlusherConfig(names, root, flush, tick_interval=tier.flush_tick)
+    flusher = FlusherConfig(names, root, flush, history, tick_interval=tier.flush_tick)
     spec = metastore_spec(names, data_dir, meta_config, **dict(tier.group_options))
     os.makedirs(root, exist_ok=True)
     blk.remove_temp_files(root)  # what interrupted writes left, before any write

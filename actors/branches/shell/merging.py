@@ -1,5 +1,5 @@
 """The compactor process's merger: small merges here, large ones on the cluster's Spark
-session through the Spark bridge process (`actors/spark/bridge.py`, "merge_ranges").
+session through the Spark bridge process (`actors/spark/shell/bridge.py`, "merge_ranges").
 
 A merge goes to Spark when `span_merge.spark_pays` says so (it reads at least
 `threshold` base entries, measured on this machine as where Spark starts to win, and
@@ -77,13 +77,13 @@ class BridgeMerger:
     async def _on_spark(self, store: MetaRangeStore, repo: str, base_id: str,
                         changes: Sequence[Record], work: int) -> tuple[str, ApplyStats] | None:
         """The bridge's result, or None when Spark could not do it (logged, counted)."""
-        from sediment.actors.spark.bridge import (
+        from sediment.actors.spark.merge_job import SparkMergeFailed
+        from sediment.actors.spark.session import SparkUnavailable
+        from sediment.actors.spark.shell.bridge import (
             BRIDGE_NAME,
             BridgeError,
             merge_ranges_via_bridge,
         )
-        from sediment.actors.spark.merge_job import SparkMergeFailed
-        from sediment.actors.spark.session import SparkUnavailable
 
         if await self.ctx.whereis(BRIDGE_NAME) is None:
             MERGES.inc(1, {"backend": "spark", "outcome": "no_bridge"})

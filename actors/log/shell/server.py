@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sediment import log
+from sediment.actors.log import kv_machine
 from sediment.actors.log.raft import core, membership
 from sediment.actors.log.raft import protocol as rp
 from sediment.actors.log.raft import types as rt
@@ -395,7 +396,7 @@ def _get(shell: _Shell, state: RaftState, call: Call, key: str) -> None:
         return
     entry = local_entry(state, shell.refs, shell.spec.group_dir(state.me), index)
     if entry is not None:
-        ctx.reply(call.from_, sp.Found(entry.command[2]))
+        ctx.reply(call.from_, sp.Found(kv_machine.put_value(entry.command)))
         return
     ctx.send(shell.wal, WalRead(shell.spec.group, index, call.from_))
 

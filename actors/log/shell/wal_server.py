@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment import log
+from sediment.actors.log import kv_machine
 from sediment.actors.log.shell.codec import from_stored
 from sediment.actors.log.shell.names import segwriter_name
 from sediment.actors.log.shell.protocol import Failed, Found
@@ -117,7 +118,7 @@ async def wal_server(ctx: Process, directory: str, max_size: int) -> None:
                 _trim(memtable.get(group), last)
         elif isinstance(msg, WalRead):
             stored = _stored(memtable, msg.group, msg.index)
-            ctx.reply(msg.reply_to, Found(from_stored(stored).command[2])
+            ctx.reply(msg.reply_to, Found(kv_machine.put_value(from_stored(stored).command))
                       if stored is not None else Failed("not_found"))
         elif isinstance(msg, SnapshotStateChanged):
             states[msg.group] = msg.state

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from sediment.actors.blocks.errors import InvalidRows
 from sediment.actors.blocks.jobs import AssignedJob, CompactedBlocks
 from sediment.actors.blocks.meta import BlockMeta, compacted_block_id
-from sediment.actors.spark.bridge import MergeRequest, merge_via_bridge
+from sediment.actors.spark.shell.bridge import MergeRequest, merge_via_bridge
 from sediment.runtime.process import Process
 
 
 @dataclass(frozen=True)
 class SparkBridgeExecutor:
-    """Run the merge in Spark through the bridge process (`actors/spark/bridge.py`,
+    """Run the merge in Spark through the bridge process (`actors/spark/shell/bridge.py`,
     `merge_via_bridge`: `Merge(MergeRequest)` -> the output `BlockMeta` or the
     bridge's typed error). The request carries what `run_job` passes to `merge_blocks`:
     the output id the job's token names, the level above, the job's compaction revision.

@@ -17,10 +17,10 @@ from typing import Any
 
 from sediment.actors.kv.machine import netsy
 from sediment.actors.kv.names import KV_GROUP, KV_HOST, kv_node_name
-from sediment.actors.kv.node import KvNodeConfig, kv_node
-from sediment.actors.kv.node_protocol import OpenWatcher
+from sediment.actors.kv.shell.node import KvNodeConfig, kv_node
+from sediment.actors.kv.shell.node_protocol import OpenWatcher
+from sediment.actors.kv.shell.watch_session import WatchSession
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
-from sediment.actors.kv.watch_session import WatchSession
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name
 from sediment.runtime.common_calls import Status

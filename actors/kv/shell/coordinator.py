@@ -27,7 +27,13 @@ from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv import metrics as kv_metrics
 from sediment.actors.kv.admission import CycleId
 from sediment.actors.kv.names import KV_GROUP, kv_node_name
-from sediment.actors.kv.node_protocol import MinAnswer, MinRequest, Notice, NoticeAnswer, Rollback
+from sediment.actors.kv.shell.node_protocol import (
+    MinAnswer,
+    MinRequest,
+    Notice,
+    NoticeAnswer,
+    Rollback,
+)
 from sediment.actors.kv.types import Compact
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, Propose

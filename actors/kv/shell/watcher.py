@@ -23,12 +23,12 @@ from typing import Any
 
 from sediment import log
 from sediment.actors.kv import metrics as kv_metrics
-from sediment.actors.kv import reads
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_core as wc
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import ErrCompacted, KvError
-from sediment.actors.kv.node_protocol import (
+from sediment.actors.kv.shell import reads
+from sediment.actors.kv.shell import session_protocol as sp
+from sediment.actors.kv.shell.node_protocol import (
     Admit,
     NewFloor,
     NewRevisions,

@@ -34,11 +34,12 @@ from sediment import log
 from sediment.actors.kv import admission as adm
 from sediment.actors.kv import coordinator_core as cc
 from sediment.actors.kv import metrics as kv_metrics
-from sediment.actors.kv import promised_floor, reads
-from sediment.actors.kv.coordinator import FlushHold, coordinator
+from sediment.actors.kv import promised_floor
 from sediment.actors.kv.errors import ErrCompacted
 from sediment.actors.kv.names import KV_GROUP, KV_HOST, coordinator_name
-from sediment.actors.kv.node_protocol import (
+from sediment.actors.kv.shell import reads
+from sediment.actors.kv.shell.coordinator import FlushHold, coordinator
+from sediment.actors.kv.shell.node_protocol import (
     Admit,
     MinAnswer,
     MinRequest,
@@ -321,7 +322,7 @@ def _open_watcher(node: _Node, call: Call, req: OpenWatcher) -> None:
 async def _spawn_session(node: _Node, key: Any, owner: Pid | None) -> None:
     """Beside the node's loop: start a session from what the node has applied now; the
     loop registers it (`_spawned`)."""
-    from sediment.actors.kv.watcher import watcher
+    from sediment.actors.kv.shell.watcher import watcher
 
     ctx = node.ctx
     # what the session starts from (the failpoint stands for a slow spawn: part of it)

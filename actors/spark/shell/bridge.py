@@ -42,7 +42,9 @@ from sediment.actors.branches.span_merge import (
     check_range_request,
 )
 from sediment.actors.spark import session as spark_session_module
-from sediment.actors.spark.bridge_protocol import (
+from sediment.actors.spark.merge_job import SparkMergeFailed, spark_merge
+from sediment.actors.spark.session import SparkSettings, SparkUnavailable
+from sediment.actors.spark.shell.bridge_protocol import (
     JobFailed,
     JobOutcome,
     Merge,
@@ -51,8 +53,6 @@ from sediment.actors.spark.bridge_protocol import (
     Stop,
     Stopped,
 )
-from sediment.actors.spark.merge_job import SparkMergeFailed, spark_merge
-from sediment.actors.spark.session import SparkSettings, SparkUnavailable
 from sediment.log import get_logger
 from sediment.runtime.common_calls import Status
 from sediment.runtime.messages import Call, CallRef

@@ -11,9 +11,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from sediment.actors.kv import session_protocol as sp
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.shell import session_protocol as sp
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 
