@@ -45,7 +45,7 @@ from sediment.actors.tables import (
 from sediment.actors.tables import rebalance as rb
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.mvcc import IntentFound
-from sediment.scenarios.catalog_history import (
+from sediment.actors.tables.recorded_history import (
     CatalogCompacted,
     CatalogHistory,
     Pin,

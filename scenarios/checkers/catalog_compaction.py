@@ -1,4 +1,4 @@
-"""Checks of a catalog run (`scenarios/catalog_history.py`).
+"""Checks of a catalog run (`actors/tables/recorded_history.py`).
 
 `compaction_safety`: no catalog version was compacted away while something needed it
 (seed 002's four restrictions):

@@ -70,6 +70,7 @@ SessionFactory = Callable[[SparkSettings], Any]
 Offload = Callable[[Callable[[], Any]], Awaitable[Any]]
 """Runs a blocking function without blocking the process: `asyncio.to_thread`."""
 _T = TypeVar("_T")
+_R = TypeVar("_R")  # the result type a bridge job answers
 
 
 class BridgeError(Exception):
@@ -441,12 +442,7 @@ async def merge_via_bridge(ctx: Process, request: MergeRequest,
     SparkUnavailable); CallTimeout / NoProc from the call itself. A merge whose call
     timed out may still finish: retrying with the same block id is safe (an existing
     block with the same rows is kept and returned)."""
-    reply = await ctx.call(BRIDGE_NAME, Merge(request), timeout=timeout)
-    if isinstance(reply, Merged) and isinstance(reply.result, BlockMeta):
-        return reply.result
-    if isinstance(reply, JobFailed) and isinstance(reply.error, Exception):
-        raise reply.error
-    raise BridgeError(f"unexpected reply from the Spark bridge: {reply!r:.200}")
+    return await _ask(ctx, Merge(request), BlockMeta, timeout)
 
 
 async def merge_ranges_via_bridge(ctx: Process, request: RangeMergeRequest,
@@ -455,8 +451,14 @@ async def merge_ranges_via_bridge(ctx: Process, request: RangeMergeRequest,
     typed error raised (BranchesError for the merge, BridgeError for a refusal,
     SparkUnavailable); CallTimeout / NoProc from the call itself. Retrying is safe:
     every file is content-addressed and written create-if-absent."""
-    reply = await ctx.call(BRIDGE_NAME, MergeRanges(request), timeout=timeout)
-    if isinstance(reply, Merged) and isinstance(reply.result, RangeMergeResult):
+    return await _ask(ctx, MergeRanges(request), RangeMergeResult, timeout)
+
+
+async def _ask(ctx: Process, request: Merge | MergeRanges, result: type[_R],
+               timeout: float | None) -> _R:
+    """One job on the bridge: its result of type `result`, or its typed error raised."""
+    reply = await ctx.call(BRIDGE_NAME, request, timeout=timeout)
+    if isinstance(reply, Merged) and isinstance(reply.result, result):
         return reply.result
     if isinstance(reply, JobFailed) and isinstance(reply.error, Exception):
         raise reply.error
