@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     cstatus.add_argument("--json", action="store_true", help="print the status as JSON")
     cstatus.add_argument("--data-dir", default=None, metavar="DIR",
                          help="show the tables cluster `sediment tables` keeps in DIR "
-                              "instead of the seeded workload's")
+                              "(default: none, the seeded workload's)")
 
     from sediment import tables_cli
 

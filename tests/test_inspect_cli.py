@@ -45,11 +45,11 @@ def test_shows_tables_revisions_and_compactions(tmp_path: Path,
     node = _node(tmp_path)
     assert cli.main(["inspect", str(node)]) == 0
     out = capsys.readouterr().out
-    assert "groups/kv/kv.sqlite  (kv file, schema version 3 of 3: current)" in out
+    assert "groups/kv/kv.sqlite  (kv file, schema version 4 of 4: current)" in out
     assert "head 7  compact revision 5  finished compaction 3 (pass at 5 not finished)" in out
     assert "applied raft index 6" in out
     assert re.search(r"records +6 rows", out) and re.search(r"compactions +2 rows", out)
-    assert re.search(r"_sqlite_migrations +3 rows", out)
+    assert re.search(r"_sqlite_migrations +4 rows", out)
     assert "revision 3         finished" in out and "revision 5         pending" in out
     assert "groups/part-0-1/partition.db  (partition file, schema version 1 of 1" in out
 
@@ -61,7 +61,7 @@ def test_json_and_nothing_written(tmp_path: Path, capsys: pytest.CaptureFixture[
     doc = json.loads(capsys.readouterr().out)
     kv = next(f for f in doc["files"] if f["kind"] == "kv")
     assert (kv["head"], kv["compact_revision"], kv["pending_compaction"]) == (7, 5, 5)
-    assert kv["tables"]["records"] == 6 and kv["tables"]["_sqlite_migrations"] == 3
+    assert kv["tables"]["records"] == 6 and kv["tables"]["_sqlite_migrations"] == 4
     assert kv["compactions"] == [{"revision": 3, "finished": True},
                                  {"revision": 5, "finished": False}]
     assert doc["errors"] == []
@@ -73,7 +73,7 @@ def test_a_file_of_the_previous_release_is_shown_unmigrated(
     shutil.copyfile(RELEASE / "kv.sqlite", tmp_path / "kv.sqlite")
     assert cli.main(["inspect", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "schema version 0 of 3: 3 migration step(s) to run when its node opens it" in out
+    assert "schema version 0 of 4: 4 migration step(s) to run when its node opens it" in out
     assert "head 11  compact revision 8" in out
     assert "_sqlite_migrations" not in out  # inspecting migrated nothing
 
