@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from import_scan import imports_of
 
 import sediment
 from sediment.wiring.tables import TablesCluster
@@ -16,15 +17,7 @@ ASSEMBLY = ("sediment.runtime.api", "sediment.supervision.start_top",
             "sediment.actors.log.shell.cluster.node_children", "sediment.wiring")
 
 
-def _imports(path: Path) -> set[str]:
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return out
+_imports = imports_of
 
 
 def test_the_tables_tier_assembles_no_cluster() -> None:

@@ -7,8 +7,9 @@ coupling that comes back fails here before anyone has to find it in a diff.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from import_scan import imports_of
 
 import sediment
 from sediment.wiring.cluster import Cluster
@@ -19,16 +20,7 @@ OTHER_TIERS = ("sediment.actors.blocks", "sediment.actors.branches", "sediment.a
                "sediment.actors.catalog", "sediment.actors.tables")
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module `path` imports, by its absolute name."""
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return out
+_imports = imports_of
 
 
 def _offenders(directory: str, banned: tuple[str, ...]) -> dict[str, list[str]]:
