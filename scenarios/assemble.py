@@ -19,7 +19,9 @@ each write):
   command as the coordinator's). A write's value is unique; identical requests, e.g.
   two deletes of one key, are matched in order: the earliest invoked with the lowest
   index it may have, which is feasible whenever any matching is (the bounds only grow
-  in invocation order);
+  in invocation order). An answered one may only have an entry at which the log's
+  replay gives its answer, when one does: two overlapping deletes of a key, the first
+  sent answered "deleted 0", took the entries in the other order otherwise;
 - an entry nobody asked for is the cluster's own: the compaction coordinator's Compact,
   recorded as an operation of `CLUSTER_CLIENT` between the last sample in which no
   admission floor had reached its revision (the cycle's notice came later) and the
@@ -42,7 +44,7 @@ from typing import Any
 
 from sediment.actors.kv.auth_store import Wire
 from sediment.actors.kv.types import Compact, DeleteRange, Event, Put, Range, RangeResult, Txn
-from sediment.scenarios.checkers.kv_model import KvModel, UnknownWrite
+from sediment.scenarios.checkers.kv_model import KvModel, UnknownWrite, matches
 from sediment.scenarios.checkers.watch_guarantees import log_events
 from sediment.scenarios.history import (
     CLUSTER_CLIENT,
@@ -121,16 +123,22 @@ def _unplaced(op: OpRecord) -> bool:
     return op.outcome == "info" or (op.outcome == "ok" and op.client_kind == "grpc")
 
 
-def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
+def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any],
+              answers: Mapping[int, Any] | None = None) -> tuple[
         list[OpRecord], dict[int, Any]]:
     """Give indeterminate operations (and writes answered over gRPC) the index of their
     entry; the entries nobody claims remain (index -> command).
 
     Answered writes first: each is in the log for sure, so it takes the first entry of
-    its request after what was answered before it was sent. Indeterminate ones share
-    what is left: given first, one that never reached the log took the entry of a later
-    identical request that did, and that one was pushed past its own answer (a gRPC
-    run's `linearizable` then failed on two `delete k/0`, one cut off by a node's kill)."""
+    its request after what was answered before it was sent, among those where the log's
+    replay (`answers`: index -> the model's answer) gives the answer it got, if any
+    does. Indeterminate ones share what is left: given first, one that never reached the
+    log took the entry of a later identical request that did, and that one was pushed
+    past its own answer (a gRPC run's `linearizable` then failed on two `delete k/0`,
+    one cut off by a node's kill). Without the answers, two overlapping `delete k/4`
+    were placed by when they were sent: the one that deleted nothing took the entry
+    that deleted the key (the same failure)."""
+    answers = answers or {}
     claimed = {op.index for op in ops if op.index is not None}
     unclaimed: dict[Any, list[int]] = defaultdict(list)
     for index in sorted(entries):
@@ -147,9 +155,12 @@ def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
         for invoke_t, i in waiting:
             while pending and pending[0][0] < invoke_t:
                 floor = max(floor, heapq.heappop(pending)[1])
-            free = unclaimed.get(_key(ops[i].request))
-            pick = next((j for j, index in enumerate(free or ()) if index > floor), None)
-            if free and pick is not None:
+            free = unclaimed.get(_key(ops[i].request)) or []
+            later = [j for j, index in enumerate(free) if index > floor]
+            if answered:  # an entry whose replay gives the op's own answer, if one does
+                later = [j for j in later if _gives(answers, free[j], ops[i])] or later
+            pick = later[0] if later else None
+            if pick is not None:
                 index = free.pop(pick)
                 out[i] = replace(ops[i], index=index)
                 if answered:  # placed: it bounds what is invoked after it completed
@@ -158,6 +169,12 @@ def place_ops(ops: Sequence[OpRecord], entries: dict[int, Any]) -> tuple[
                     done.append(placed)
     left = {index: entries[index] for indexes in unclaimed.values() for index in indexes}
     return out, left
+
+
+def _gives(answers: Mapping[int, Any], index: int, op: OpRecord) -> bool:
+    """Whether the log's replay answers at `index` what `op` was answered."""
+    answer = answers.get(index)
+    return answer is not None and op.result is not None and matches(answer, op.result)
 
 
 def _observed(ops: Sequence[OpRecord], watches: Sequence[WatchLog]) -> dict[int, set[Any]]:
@@ -264,7 +281,7 @@ def assemble(dump: Dump, t0: float, faults: Sequence[FaultEvent],
     notes = list(dump.notes)
     entries = {e.index: request_of(e.command) for e in dump.entries}
     seen_at = {e.index: e.seen_t for e in dump.entries}
-    ops, left = place_ops(dump.ops, entries)
+    ops, left = place_ops(dump.ops, entries, _replayed(entries))
     # answered operations fill entries the tail missed
     known = dict(entries)
     for op in ops:

@@ -16,7 +16,15 @@ import pytest
 
 from sediment.actors.kv import wire
 from sediment.actors.kv.auth_store import Wire
-from sediment.actors.kv.types import Compact, DeleteRange, Put, PutResult, Range, Txn
+from sediment.actors.kv.types import (
+    Compact,
+    DeleteRange,
+    DeleteResult,
+    Put,
+    PutResult,
+    Range,
+    Txn,
+)
 from sediment.scenarios import nemesis, report, schema
 from sediment.scenarios.assemble import assemble, place_ops, request_of
 from sediment.scenarios.grpc_client import outcome_of
@@ -182,6 +190,27 @@ def test_an_answered_write_takes_an_entry_after_those_answered_before_it_was_sen
     placed, left = place_ops(ops, entries)
     assert [o.index for o in placed] == [57, 59, 76]
     assert left == {}
+
+
+def test_identical_answered_writes_take_the_entries_whose_replay_gives_their_answers() -> None:
+    """Two deletes of one key sent 3 ms apart: the first sent came second in the log and
+    deleted nothing, the second deleted the key. Placed by when they were sent, the one
+    that deleted nothing took the entry that deleted the key (found by the headline over
+    gRPC on Ray in CI: `linearizable` failed on `delete k/4 -> deleted 0 rev 86`)."""
+    p, d = Put(b"k/4", b"2.22"), DeleteRange(b"k/4")
+    ops = [_op(2, p, 7.117, result=PutResult(2)),
+           OpRecord(3, "delete", d, 7.217, 7.320, "ok", DeleteResult(3, 0), None, "grpc"),
+           OpRecord(2, "delete", d, 7.220, 7.282, "ok", DeleteResult(3, 1), None, "grpc")]
+    log = ((10, p), (11, d), (12, d))
+    entries: dict[int, Any] = {i: request_of(Wire(None, 0, r)) for i, r in log}
+    answers = {10: PutResult(2), 11: DeleteResult(3, 1), 12: DeleteResult(3, 0)}
+    placed, _ = place_ops(ops, entries, answers)
+    assert [o.index for o in placed] == [10, 12, 11]
+    placed, _ = place_ops(ops, entries)  # without the replay: by when they were sent
+    assert [o.index for o in placed] == [10, 11, 12]
+    wired = tuple(Entry(i, Wire(None, 0, r), 7.3) for i, r in log)
+    got = assemble(Dump(tuple(ops), (), (), wired, ()), 0.0, (), None)
+    assert sorted((o.client, o.index) for o in got.history.ops) == [(2, 10), (2, 11), (3, 12)]
 
 
 def test_a_grpc_run_assembles_from_wire_entries_with_no_stray_write() -> None:
