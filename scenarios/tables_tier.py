@@ -61,7 +61,7 @@ from sediment.scenarios.tables_client import (
     client_name,
     tables_client,
 )
-from sediment.wiring.tables import TablesCluster, Transaction
+from sediment.wiring.tables import TEST_ANSWER_TIMEOUT_MS, TablesCluster, Transaction
 
 _logger = log.get_logger("sediment.scenarios.tables_tier")
 
@@ -120,7 +120,8 @@ class TablesTier:
                                  max_clock_skew_ms=10)
         c = TablesCluster.start(nodes=s.node_names, data_dir=str(self.data_dir),
                                 seed=self.seed, lwm=lwm, runtime=self.rt,
-                                top_node=self.client_node, lock_wait=s.lock_wait)
+                                top_node=self.client_node, lock_wait=s.lock_wait,
+                                answer_timeout_ms=TEST_ANSWER_TIMEOUT_MS)
         self.cluster = c
         c.create_zone("Z", partitions=s.partitions, replicas=s.replicas)
         c.create_table("T", "Z", COLUMNS, ["k"])

@@ -23,7 +23,7 @@ import tempfile
 from typing import Any
 
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.wiring.tables import TablesCluster
+from sediment.wiring.tables import TEST_ANSWER_TIMEOUT_MS, TEST_LWM, TablesCluster
 
 
 def _ts(value: Any) -> str:
@@ -74,7 +74,8 @@ def render(status: dict[str, Any], iterations: int = 5) -> str:
 
 def demo_status(seed: int = 0) -> dict[str, Any]:
     """A sim cluster, a workload with a transaction held open, then its status."""
-    with TablesCluster.start(nodes=3, backend="sim", seed=seed,
+    with TablesCluster.start(nodes=3, backend="sim", seed=seed, lwm=TEST_LWM,
+                             answer_timeout_ms=TEST_ANSWER_TIMEOUT_MS,
                              data_dir=tempfile.mkdtemp(prefix="sediment-catalog-")) as c:
         c.create_zone("Z", partitions=4, replicas=2)
         c.create_table("T", "Z", [("k", "int", False), ("v", "str")], ["k"])

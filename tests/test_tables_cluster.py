@@ -78,6 +78,60 @@ def test_a_transaction_across_partitions_commits_whole(cluster: TablesCluster) -
     checks_pass(c)
 
 
+def test_a_read_only_transaction_reads_one_snapshot_whatever_commits_meanwhile(
+        cluster: TablesCluster) -> None:
+    """Ignite's read-only transaction: its first read fixes the timestamp, and every
+    later read of it (rows, a scan, across partitions, through another node's handle at
+    the same time) sees that snapshot while newer transactions commit."""
+    c = cluster
+    first = c.begin("n1")
+    for k in range(4):
+        first.insert("T", {"k": k, "v": "old"})
+    assert first.commit()
+    ro = c.read_only(node="n2")
+    assert ro.ts is None
+    assert ro.get("T", (0,)) == {"k": 0, "v": "old"}
+    fixed = ro.ts
+    assert fixed is not None and first.commit_ts is not None and fixed >= first.commit_ts
+    later = c.begin("n3")
+    later.insert("T", {"k": 1, "v": "new"})
+    later.delete("T", (2,))
+    later.insert("T", {"k": 9, "v": "new"})
+    assert later.commit()
+    assert ro.get("T", (1,)) == {"k": 1, "v": "old"} and ro.get("T", (9,)) is None
+    assert ro.scan("T") == [{"k": k, "v": "old"} for k in range(4)]
+    assert ro.ts == fixed
+    assert c.scan("T") == [{"k": 0, "v": "old"}, {"k": 1, "v": "new"},
+                           {"k": 3, "v": "old"}, {"k": 9, "v": "new"}]
+    # the same timestamp through another node sees the same snapshot
+    assert c.read_only(fixed, node="n1").scan("T") == ro.scan("T")
+    checks_pass(c)
+
+
+def test_a_read_only_transaction_past_the_low_watermark_is_refused(
+        cluster: TablesCluster) -> None:
+    """Nothing holds the watermark for a handle: once it passes the handle's time the
+    next read is refused with the typed error (Ignite's data availability bounds how
+    long a read-only transaction may run)."""
+    c = cluster
+    tx = c.begin("n1")
+    tx.insert("T", {"k": 1, "v": "a"})
+    assert tx.commit()
+    ro = c.read_only()
+    assert ro.get("T", (1,)) == {"k": 1, "v": "a"}
+    assert ro.ts is not None
+
+    def refused() -> bool:
+        try:
+            ro.get("T", (1,))
+        except ReadBelowLowWatermark:
+            return True
+        return False
+
+    assert eventually(c.rt, refused, timeout=30, step=0.5)
+    assert c.get("T", (1,)) == {"k": 1, "v": "a"}  # a fresh read is served
+
+
 def test_a_one_partition_transaction_ends_with_its_finish(cluster: TablesCluster) -> None:
     """Its finish cleans its intents up in the same entry: the coordinator forgets it
     as soon as the client hears the outcome, and a writer of the row meets no intent."""

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.wiring.tables import TablesCluster
+from sediment.wiring.tables import TEST_LWM, TablesCluster
 
 
 def _lwms(c: TablesCluster) -> dict[str, HybridTimestamp | None]:
@@ -25,7 +25,7 @@ def _lwms(c: TablesCluster) -> dict[str, HybridTimestamp | None]:
 def test_every_node_follows_the_committed_watermark(tmp_path: Path) -> None:
     offsets = {"n1": 0, "n2": 300, "n3": 600}
     with TablesCluster.start(3, backend="sim", seed=4, data_dir=str(tmp_path),
-                             clock_offsets_ms=offsets) as c:
+                             clock_offsets_ms=offsets, lwm=TEST_LWM) as c:
         c.rt.sleep(2.0)
         last: dict[str, HybridTimestamp] = {}
         all_equal = 0

@@ -23,7 +23,7 @@ from sediment.actors.tables.names import table_node_name
 from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT
 from sediment.runtime.process import Process
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
-from sediment.wiring.tables import TablesCluster
+from sediment.wiring.tables import TEST_LWM, TablesCluster
 from sediment.wiring.tables_transaction import Transaction
 
 WAIT = 2.0
@@ -32,7 +32,8 @@ WAIT = 2.0
 def _start(tmp_path: Path, lock_wait: float | None) -> TablesCluster:
     """`lock_wait` None: the cluster's default."""
     waits = {} if lock_wait is None else {"lock_wait": lock_wait}
-    c = TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=5, **waits)
+    c = TablesCluster.start(nodes=3, backend="sim", data_dir=str(tmp_path), seed=5, lwm=TEST_LWM,
+                            **waits)
     c.create_zone("Z", partitions=4, replicas=2)
     c.create_table("T", "Z", [("k", "int", False), ("v", "int")], ["k"])
     return c

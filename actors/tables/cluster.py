@@ -28,6 +28,8 @@ from sediment.supervision import ChildSpec, Spawn
 # the tests' and scenarios' low watermark: seconds, where Ignite's default is minutes
 TEST_LWM = lw.LowWatermarkConfig(data_availability_ms=1_000, update_interval_ms=300,
                                  max_clock_skew_ms=10)
+# and their coordinator's wait for the nodes' minimum times (Ignite's: 10 s)
+TEST_ANSWER_TIMEOUT_MS = 2_000
 
 
 def metastore_group(names: Sequence[str], data_dir: str,
@@ -57,4 +59,5 @@ def tier_drivers(names: Sequence[str], partitions: PartitionOptions,
                                               scale_down_after=scale_down_after)))
 
 
-__all__ = ["TEST_LWM", "metastore_group", "table_node_child", "tier_drivers"]
+__all__ = ["TEST_ANSWER_TIMEOUT_MS", "TEST_LWM", "metastore_group", "table_node_child",
+           "tier_drivers"]

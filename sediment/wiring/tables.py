@@ -33,6 +33,7 @@ from typing import Any
 
 from sediment.actors.catalog import ddl
 from sediment.actors.catalog import low_watermark as lw
+from sediment.actors.catalog.compaction_coordinator import ANSWER_TIMEOUT_MS
 from sediment.actors.catalog.coordinator_process import (
     CoordinatorProcessConfig,
     coordinator_process,
@@ -58,8 +59,12 @@ from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.while_leading import LeaderChild
 from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables import unique_build
-from sediment.actors.tables.cluster import TEST_LWM, metastore_group, tier_drivers
-from sediment.actors.tables.index_range import between
+from sediment.actors.tables.cluster import (
+    TEST_ANSWER_TIMEOUT_MS,
+    TEST_LWM,
+    metastore_group,
+    tier_drivers,
+)
 from sediment.actors.tables.names import (
     COORDINATOR,
     INDEX_DRIVER,
@@ -76,9 +81,13 @@ from sediment.runtime.errors import CallError, CallExit, NoProc
 from sediment.runtime.pid import Pid
 from sediment.supervision import SupFlags, requests, start_top
 from sediment.wiring.tables_node_tree import node_supervisor
+from sediment.wiring.tables_read_only import ReadOnlyTransaction
 from sediment.wiring.tables_transaction import Transaction
 
 CONTROL_NODE = "ctl"
+
+
+IGNITE_LWM = lw.LowWatermarkConfig()  # Ignite's defaults: 10 min, every 5 min
 
 
 @dataclass
@@ -96,13 +105,17 @@ class TablesCluster:
     @classmethod
     def start(cls, nodes: int | Sequence[str] = 3, backend: str = "sim",
               data_dir: str | None = None, seed: int = 0,
-              lwm: lw.LowWatermarkConfig = TEST_LWM, answer_timeout_ms: int = 2_000,
+              lwm: lw.LowWatermarkConfig = IGNITE_LWM,
+              answer_timeout_ms: int = ANSWER_TIMEOUT_MS,
               ddl_delay_ms: int = 50, election_timeout: tuple[float, float] = (1.0, 2.0),
               scale_down_after: float | None = None, runtime: Any = None,
               top_node: str = CONTROL_NODE,
               clock_offsets_ms: Mapping[str, int] | None = None,
               lock_wait: float = DEFAULT_LOCK_WAIT) -> TablesCluster:
-        """`scale_down_after`: seconds a node must be gone before its replicas move
+        """The defaults are Ignite's: data availability 10 min, the low watermark
+        updated every 5 min, the coordinator waiting 10 s for the nodes' answers (tests
+        and scenarios pass `TEST_LWM` and `TEST_ANSWER_TIMEOUT_MS`: seconds).
+        `scale_down_after`: seconds a node must be gone before its replicas move
         (None, as Ignite's default: they never move for a node leaving). `top_node`:
         where the top supervisor runs (a node of `runtime`'s, when one is given).
         `clock_offsets_ms`: node -> ms added to its table node's physical clock (a
@@ -361,29 +374,27 @@ class TablesCluster:
         self.recorder.begin(began.tx_id, began.ts, self.now())
         return tx
 
+    def read_only(self, ts: HybridTimestamp | None = None,
+                  node: str | None = None) -> ReadOnlyTransaction:
+        """A read-only transaction: every read of it at `ts` (default: the first read's
+        time), through `node`'s table node."""
+        return ReadOnlyTransaction(self, node or self.nodes[0], ts)
+
     def get(self, table: str, key: tuple[Any, ...], ts: HybridTimestamp | None = None,
             node: str | None = None) -> dict[str, Any] | None:
         """A read-only read of one row at `ts` (default: now)."""
-        rows, read_ts = self.read(node or self.nodes[0], p.RoGet(table, key, ts))
-        value = rows[0][1] if rows else None
-        cat = self.catalog_at(read_ts, node)
-        t = cat.table_named(table)
-        if t is not None:
-            self.recorder.read(read_ts, (t.id, key), value, self.now())
-        return value
+        return self.read_only(ts, node).get(table, key)
 
     def scan(self, table: str, ts: HybridTimestamp | None = None,
              node: str | None = None) -> list[dict[str, Any]]:
-        rows, _ = self.read(node or self.nodes[0], p.RoScan(table, ts))
-        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+        return self.read_only(ts, node).scan(table)
 
     def lookup(self, index: str, values: Sequence[Any], ts: HybridTimestamp | None = None,
                node: str | None = None) -> list[dict[str, Any]]:
         """A read-only index lookup at `ts` (default: now): the rows whose indexed
         columns equal `values`, by primary key. The index must be AVAILABLE then
         (`IndexNotAvailable`)."""
-        rows = self._index_read(index, p.RoLookup(index, tuple(values), ts), node)
-        return [row for _, row in sorted(rows, key=lambda r: repr(r[0]))]
+        return self.read_only(ts, node).lookup(index, values)
 
     def range_lookup(self, index: str, lower: Sequence[Any] | None = None,
                      upper: Sequence[Any] | None = None, *, lower_inclusive: bool = True,
@@ -391,27 +402,16 @@ class TablesCluster:
                      node: str | None = None) -> list[dict[str, Any]]:
         """A read-only range lookup at `ts` (default: now), rows in index order; each
         bound a prefix of the index's columns (`index_range.py`; None: unbounded)."""
-        rng = between(lower, upper, lower_inclusive, upper_inclusive)
-        rows = self._index_read(index, p.RoRange(index, rng, ts), node)
-        return [row for _, row in rows]
-
-    def _index_read(self, index: str, request: p.ReadRequest,
-                    node: str | None) -> list[Any]:
-        """An index lookup's rows [(key, row)], each recorded as read at the lookup's
-        timestamp, as a get is."""
-        rows, read_ts = self.read(node or self.nodes[0], request)
-        found = self.catalog_at(read_ts, node).index_named(index)
-        if found is not None:
-            for pk, row in rows:
-                self.recorder.read(read_ts, (found.table_id, tuple(pk)), row, self.now())
-        return rows
+        return self.read_only(ts, node).range_lookup(
+            index, lower, upper, lower_inclusive=lower_inclusive,
+            upper_inclusive=upper_inclusive)
 
     def prefix_lookup(self, index: str, prefix: Sequence[Any],
                       ts: HybridTimestamp | None = None,
                       node: str | None = None) -> list[dict[str, Any]]:
         """The rows whose first len(prefix) indexed columns equal `prefix`, in index
         order."""
-        return self.range_lookup(index, prefix, prefix, ts=ts, node=node)
+        return self.read_only(ts, node).prefix_lookup(index, prefix)
 
     # ---- status -------------------------------------------------------------------------
 
@@ -500,4 +500,5 @@ class TablesCluster:
         self.stop()
 
 
-__all__ = ["CONTROL_NODE", "TEST_LWM", "TablesCluster", "Transaction"]
+__all__ = ["CONTROL_NODE", "IGNITE_LWM", "TEST_ANSWER_TIMEOUT_MS", "TEST_LWM",
+           "ReadOnlyTransaction", "TablesCluster", "Transaction"]
