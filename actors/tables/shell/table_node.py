@@ -41,26 +41,21 @@ from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, Ve
 from sediment.actors.catalog.metastore_machine import LowWatermarkQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
-from sediment.actors.tables import (
-    active_txs,
-    index_range,
-    named_pids,
-    node_txs,
-    partitioning,
-    unique_writes,
-)
-from sediment.actors.tables import node_protocol as p
-from sediment.actors.tables import node_safe_time as nst
-from sediment.actors.tables import node_tasks as tasks
+from sediment.actors.tables import active_txs, index_range, partitioning
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import (
     IndexNotAvailable,
     ReadBelowLowWatermark,
     UnknownTransaction,
 )
-from sediment.actors.tables.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP
-from sediment.actors.tables.node_compaction import (
+from sediment.actors.tables.partition_machine import IndexLookup
+from sediment.actors.tables.shell import named_pids, node_txs, unique_writes
+from sediment.actors.tables.shell import node_protocol as p
+from sediment.actors.tables.shell import node_safe_time as nst
+from sediment.actors.tables.shell import node_tasks as tasks
+from sediment.actors.tables.shell.group_task import TaskDone, request_group, spawn_task
+from sediment.actors.tables.shell.node_compaction import (
     LwmTick,
     cluster_lwm_event,
     lwm_event,
@@ -69,10 +64,10 @@ from sediment.actors.tables.node_compaction import (
     min_times,
     prepare_tx_time,
 )
-from sediment.actors.tables.node_partitions import ensure
-from sediment.actors.tables.node_reads import ReadPlan, reader
-from sediment.actors.tables.node_safe_time import ClockHeard, may_observe, start_clock
-from sediment.actors.tables.node_state import (
+from sediment.actors.tables.shell.node_partitions import ensure
+from sediment.actors.tables.shell.node_reads import ReadPlan, reader
+from sediment.actors.tables.shell.node_safe_time import ClockHeard, may_observe, start_clock
+from sediment.actors.tables.shell.node_state import (
     NodeState,
     TableNodeConfig,
     catalog_at,
@@ -82,7 +77,6 @@ from sediment.actors.tables.node_state import (
     load_lwm,
     meta_query,
 )
-from sediment.actors.tables.partition_machine import IndexLookup
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, CallRef, Down

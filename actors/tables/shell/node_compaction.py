@@ -24,12 +24,15 @@ from sediment.actors.catalog.metastore_machine import (
 )
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Propose, Query
-from sediment.actors.tables import active_txs, min_tx_time, named_pids
-from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables import active_txs, min_tx_time
 from sediment.actors.tables.names import META_GROUP, partition_group
-from sediment.actors.tables.node_partitions import leads
-from sediment.actors.tables.node_protocol import LwmChanged
-from sediment.actors.tables.node_state import (
+from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
+from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.group_task import TaskDone, spawn_task
+from sediment.actors.tables.shell.node_partitions import leads
+from sediment.actors.tables.shell.node_protocol import LwmChanged
+from sediment.actors.tables.shell.node_state import (
     NodeState,
     active_versions,
     catalog_log_now,
@@ -37,9 +40,7 @@ from sediment.actors.tables.node_state import (
     meta_query,
     store_lwm,
 )
-from sediment.actors.tables.node_tasks import GarbageCollection, LwmProposal, MinTxTimeUpdate
-from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
-from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.actors.tables.shell.node_tasks import GarbageCollection, LwmProposal, MinTxTimeUpdate
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 

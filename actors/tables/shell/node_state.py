@@ -26,12 +26,13 @@ from sediment.actors.catalog.machine import CatalogAtQuery, CatalogVersionQuery,
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, ViewQuery
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.tables import active_txs, min_tx_time, named_pids
+from sediment.actors.tables import active_txs, min_tx_time
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.names import META_GROUP
-from sediment.actors.tables.node_tasks import NodeTask
-from sediment.actors.tables.partition_members import PartitionOptions
 from sediment.actors.tables.safe_time import SafeTime
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.node_tasks import NodeTask
+from sediment.actors.tables.shell.partition_members import PartitionOptions
 from sediment.runtime.messages import CallRef
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
