@@ -57,8 +57,7 @@ from sediment.actors.tables.shell import node_tasks as tasks
 from sediment.actors.tables.shell.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.shell.node_compaction import (
     LwmTick,
-    cluster_lwm_event,
-    lwm_event,
+    drive_lwm,
     lwm_proposed,
     lwm_tick,
     min_times,
@@ -99,7 +98,8 @@ class _Activated:
 
 async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     """Process entry."""
-    s = NodeState(ctx, config, lwm=lw.init(config.lwm), clwm=cluster_lwm.init(config.lwm))
+    s = NodeState(ctx, config)
+    drive_lwm(s)
     s.offset_ms = dict(config.clock_offsets_ms).get(s.me, 0)
     # with the clock's offset: a cluster started again over the same files (a new
     # simulator, whose time starts at 0 again) must not reuse transaction ids
@@ -114,8 +114,8 @@ async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     committed = committed if isinstance(committed, HybridTimestamp) else None
     stored = max((t for t in (load_lwm(s.lwm_path()), committed) if t is not None),
                  default=None)
-    await lwm_event(s, lw.Start(s.physical_ms(), stored, versions.earliest_activation))
-    await cluster_lwm_event(s, cluster_lwm.Committed(committed))
+    await s.lwm_core.run(lw.Start(s.physical_ms(), stored, versions.earliest_activation))
+    await s.clwm_core.run(cluster_lwm.Committed(committed))
     await ensure(s)
     ctx.send_after(config.ensure_interval, ctx.self(), _Ensure())
     _logger.info("table node up", node=s.me, lwm=str(s.lwm.lwm), at=ctx.now())
