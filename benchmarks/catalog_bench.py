@@ -42,7 +42,7 @@ from sediment.actors.catalog.descriptors import Column  # noqa: E402
 from sediment.actors.catalog.hlc import hts  # noqa: E402
 from sediment.actors.catalog.machine import CatalogMachine  # noqa: E402
 from sediment.actors.log.shell.protocol import Done, Propose
-from sediment.actors.tables import node_protocol as tn
+from sediment.actors.tables.shell import node_protocol as tn
 
 TABLES = 20
 KEEP = 100  # versions kept by the partial compaction

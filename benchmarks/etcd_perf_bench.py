@@ -268,7 +268,7 @@ def summarize_profile(raw: Path, top: int = 25) -> dict[str, Any]:
 
 def run_sediment(loads: list[str], profile: float, out_dir: Path, target: str = "all",
                  ) -> dict[str, Any]:
-    from sediment.actors.etcd.server import EtcdWire
+    from sediment.actors.etcd.shell.server import EtcdWire
     from sediment.runtime import api
     from sediment.wiring.cluster import Cluster
 

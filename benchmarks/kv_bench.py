@@ -153,7 +153,7 @@ def cluster_rows(base: str, puts: int, keys: int, watch_events: int, history: in
                  ) -> dict[str, Any]:
     import ray
 
-    from sediment.actors.etcd.server import EtcdWire
+    from sediment.actors.etcd.shell.server import EtcdWire
     from sediment.actors.kv.names import KV_GROUP
     from sediment.actors.kv.types import Compact
     from sediment.actors.log.shell.names import raft_name

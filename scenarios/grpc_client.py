@@ -25,7 +25,7 @@ from typing import Any
 
 from sediment.actors.etcd.client import never_sent
 from sediment.actors.etcd.names import etcd_name
-from sediment.actors.etcd.protocol import Endpoint
+from sediment.actors.etcd.shell.protocol import Endpoint
 from sediment.actors.kv import errors, rpctypes, wire
 from sediment.actors.kv.etcd_client import _TYPED
 from sediment.runtime.errors import CallError

@@ -23,7 +23,7 @@ import contextlib
 from typing import Any
 
 from sediment.actors.etcd.names import etcd_name
-from sediment.actors.etcd.protocol import Endpoint
+from sediment.actors.etcd.shell.protocol import Endpoint
 from sediment.actors.kv import watch_protocol as wp
 from sediment.actors.kv import wire
 from sediment.actors.kv.shell import session_protocol as sp

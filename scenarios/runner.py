@@ -195,7 +195,7 @@ class _Run:
         if blocks is not None:
             settings["blocks"] = tier.block_tier(blocks, self.s.cluster.settings)
         if self.s.traffic.client == "grpc":  # every node serves etcd's API
-            from sediment.actors.etcd.server import EtcdWire
+            from sediment.actors.etcd.shell.server import EtcdWire
 
             settings["etcd"] = EtcdWire()
         bspec = self.s.cluster.branches

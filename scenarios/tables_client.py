@@ -20,9 +20,9 @@ from typing import Any
 from sediment.actors.catalog import ddl
 from sediment.actors.catalog.descriptors import Column
 from sediment.actors.catalog.errors import CatalogError
-from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.names import table_node_name
 from sediment.actors.tables.recorder import Recorder
+from sediment.actors.tables.shell import node_protocol as p
 from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import CallError, ReceiveTimeout
 from sediment.runtime.messages import Call

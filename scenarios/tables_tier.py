@@ -40,12 +40,12 @@ from sediment.actors.catalog.machine import CatalogVersionQuery, CompactCatalog,
 from sediment.actors.log.shell.applying import before_apply_point
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import META_GROUP
-from sediment.actors.tables.node_state import load_lwm
-from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
 from sediment.actors.tables.recorded_history import TxRecord
 from sediment.actors.tables.recorder import Recorder
+from sediment.actors.tables.shell.index_driver import BEFORE_AVAILABLE
+from sediment.actors.tables.shell.node_state import load_lwm
+from sediment.actors.tables.shell.rebalance_driver import BEFORE_RECORD
 from sediment.runtime.common_calls import UnknownRequest
 from sediment.runtime.errors import RuntimeErrorBase
 from sediment.runtime.failpoints import FailpointHit

@@ -30,7 +30,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 _PUBLIC = {
     "Cluster": "sediment.wiring.cluster",
     "TablesCluster": "sediment.wiring.tables",
-    "EtcdWire": "sediment.actors.etcd.server",
+    "EtcdWire": "sediment.actors.etcd.shell.server",
     "connect": "sediment.actors.etcd.client",
     "KvError": "sediment.actors.kv.errors",
     "ErrCompacted": "sediment.actors.kv.errors",
@@ -40,7 +40,7 @@ _PUBLIC = {
 
 if TYPE_CHECKING:
     from sediment.actors.etcd.client import connect
-    from sediment.actors.etcd.server import EtcdWire
+    from sediment.actors.etcd.shell.server import EtcdWire
     from sediment.actors.kv.errors import ErrCompacted, ErrFutureRev, InvalidRequest, KvError
     from sediment.wiring.cluster import Cluster
     from sediment.wiring.tables import TablesCluster

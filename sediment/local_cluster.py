@@ -97,7 +97,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace, data_dir: Path, stop: threading.Event) -> int:
-    from sediment.actors.etcd.server import EtcdWire, TlsFiles
+    from sediment.actors.etcd.shell.server import EtcdWire, TlsFiles
     from sediment.runtime import api
     from sediment.scenarios.runner import CLIENT_NODE
     from sediment.wiring.cluster import Cluster

@@ -7,7 +7,7 @@ processes, no clock, no I/O: a seed replays exactly. It records a `CatalogHistor
 the checkers.
 
 The low watermark is the cluster's one value, as the table nodes keep it
-(`catalog/cluster_lwm.py`, `tables/node_compaction.py`): on each node's update interval
+(`catalog/cluster_lwm.py`, `tables/shell/node_compaction.py`): on each node's update interval
 the node whose metastore member leads proposes `AdvanceLowWatermark` (a pool message:
 applied to the metastore's committed value only if it moves it forward, answered late
 or lost with a crash), every node reads the committed value and adopts it into its own

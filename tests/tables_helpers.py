@@ -15,7 +15,7 @@ from typing import Any
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.tables.errors import ReadBelowLowWatermark, UnknownTransaction
-from sediment.actors.tables.node_protocol import TxAlive
+from sediment.actors.tables.shell.node_protocol import TxAlive
 from sediment.runtime.errors import CallError
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 from sediment.wiring.tables import TablesCluster, Transaction

@@ -34,9 +34,9 @@ from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.catalog.machine import CompactCatalog
 from sediment.actors.log.shell.applying import before_apply_point
 from sediment.actors.log.shell.names import raft_name
-from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
-from sediment.actors.tables.node_state import load_lwm
-from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
+from sediment.actors.tables.shell.index_driver import BEFORE_AVAILABLE
+from sediment.actors.tables.shell.node_state import load_lwm
+from sediment.actors.tables.shell.rebalance_driver import BEFORE_RECORD
 from sediment.runtime.failpoints import FailpointHit
 from sediment.wiring.tables import TablesCluster
 

@@ -1,5 +1,5 @@
 """A follower's etcd server forwards lease calls to the leader's as typed messages
-(`actors/etcd/protocol.py`); a leader that no longer leads answers `NotLeader`, which the
+(`actors/etcd/shell/protocol.py`); a leader that no longer leads answers `NotLeader`, which the
 follower turns into etcd's ErrNotLeader. On sim: a stand-in plays the leader's server."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sediment.actors.etcd.leases import at_leader
 from sediment.actors.etcd.names import etcd_name
-from sediment.actors.etcd.protocol import LeaseTimeToLive, NotLeader, RenewLease
+from sediment.actors.etcd.shell.leases import at_leader
+from sediment.actors.etcd.shell.protocol import LeaseTimeToLive, NotLeader, RenewLease
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.runtime import Call, Process, start
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sediment.actors.etcd.router import Router
+from sediment.actors.etcd.shell.router import Router
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose

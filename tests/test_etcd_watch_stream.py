@@ -1,4 +1,4 @@
-"""Pure parts of the etcd Watch stream (`actors/etcd/watch_stream.py`) without Ray:
+"""Pure parts of the etcd Watch stream (`actors/etcd/shell/watch_stream.py`) without Ray:
 etcd's fragmenting of a large response and the events' protobuf form."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from sediment.actors.etcd.pb import kv_pb2 as _kv_pb2
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.watch_stream import event_pb, fragments
+from sediment.actors.etcd.shell.watch_stream import event_pb, fragments
 from sediment.actors.kv import wire
 from sediment.actors.kv.types import Event, KeyValue
 

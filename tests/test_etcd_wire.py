@@ -23,8 +23,8 @@ from etcd_helpers import RealEtcd, require_etcd
 
 from sediment.actors.etcd.pb import rpc_pb2 as pb
 from sediment.actors.etcd.pb import rpc_pb2_grpc as pbg
-from sediment.actors.etcd.server import EtcdWire
-from sediment.actors.etcd.watch_stream import MAX_QUEUED
+from sediment.actors.etcd.shell.server import EtcdWire
+from sediment.actors.etcd.shell.watch_stream import MAX_QUEUED
 from sediment.wiring.cluster import Cluster
 
 pytestmark = pytest.mark.ray
@@ -418,7 +418,7 @@ def test_tls_with_client_certificates(ray_cluster: Any, tmp_path: Any) -> None:
     from tls_helpers import make_certs
 
     from sediment import connect
-    from sediment.actors.etcd.server import TlsFiles
+    from sediment.actors.etcd.shell.server import TlsFiles
     from sediment.runtime import api
 
     certs = make_certs(tmp_path)

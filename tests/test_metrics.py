@@ -344,8 +344,8 @@ def test_status_prints_the_metrics_the_state_file_holds(
 def test_the_etcd_api_counts_each_answer_by_request_type_and_code() -> None:
     import asyncio
 
-    from sediment.actors.etcd import services
     from sediment.actors.etcd.pb import rpc_pb2
+    from sediment.actors.etcd.shell import services
     from sediment.actors.kv.errors import ErrCompacted
 
     class Context:  # grpc.aio's abort raises, so does this one

@@ -47,7 +47,7 @@ def test_a_scenario_without_the_tier_has_none() -> None:
 def test_the_lock_wait_is_the_clusters_default_unless_set() -> None:
     # a file without it keeps the cluster's default, and its plain form stays as it was
     # (so histories of the existing files do not change); 0 is no-wait
-    from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT
+    from sediment.actors.tables.shell.node_state import DEFAULT_LOCK_WAIT
 
     plain = schema.loads("name: w\nduration: 2\ncluster: {tables: {}}\n")
     assert plain.cluster.tables is not None

@@ -28,7 +28,7 @@ from sediment.actors.tables.errors import (
     UnknownTransaction,
     WriteConflict,
 )
-from sediment.actors.tables.node_protocol import Write
+from sediment.actors.tables.shell.node_protocol import Write
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 from sediment.wiring.tables import TablesCluster
 

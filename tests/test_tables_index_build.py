@@ -19,10 +19,10 @@ from sediment.actors.catalog.hlc import hts
 from sediment.actors.catalog.low_watermark import LowWatermarkConfig
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import IndexQuery
 from sediment.actors.tables.recorder import Recorder
+from sediment.actors.tables.shell.index_driver import BEFORE_AVAILABLE
 from sediment.runtime.errors import CallError
 from sediment.runtime.failpoints import FailpointHit
 from sediment.scenarios.checkers.catalog_compaction import compaction_safety

@@ -20,8 +20,8 @@ from sediment.actors.tables import index_entries as ie
 from sediment.actors.tables import partition
 from sediment.actors.tables.errors import IndexNotAvailable
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
-from sediment.actors.tables.node_protocol import RoGet
 from sediment.actors.tables.partition_machine import FlushCmd, IndexLookup, PartitionMachine
+from sediment.actors.tables.shell.node_protocol import RoGet
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 from sediment.wiring.tables import TablesCluster
 

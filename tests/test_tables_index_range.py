@@ -28,7 +28,7 @@ from sediment.actors.tables import index_range as ir
 from sediment.actors.tables.errors import IndexNotAvailable
 from sediment.actors.tables.index_range import IndexRange
 from sediment.actors.tables.mvcc import PartitionRows, WriteIntent
-from sediment.actors.tables.node_protocol import RoGet
+from sediment.actors.tables.shell.node_protocol import RoGet
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 from sediment.wiring.tables import TablesCluster
 

@@ -22,8 +22,8 @@ from sediment.actors.tables.errors import (
     UniqueConstraintViolation,
     WriteConflict,
 )
-from sediment.actors.tables.intent_resolver import met_intent
 from sediment.actors.tables.mvcc import PartitionRows, RowVersion, WriteIntent
+from sediment.actors.tables.shell.intent_resolver import met_intent
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 from sediment.wiring.tables import TablesCluster
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from runtime_helpers import eventually
 
-from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.errors import UniqueConstraintViolation, WriteConflict
 from sediment.actors.tables.names import table_node_name
-from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT
+from sediment.actors.tables.shell import node_protocol as p
+from sediment.actors.tables.shell.node_state import DEFAULT_LOCK_WAIT
 from sediment.runtime.process import Process
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility
 from sediment.wiring.tables import TEST_LWM, TablesCluster

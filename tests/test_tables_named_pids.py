@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from sediment.actors.tables import named_pids
-from sediment.actors.tables.named_pids import NamedPids
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.named_pids import NamedPids
 from sediment.runtime import api
 from sediment.runtime.errors import NoProc
 from sediment.runtime.messages import Call

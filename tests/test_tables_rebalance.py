@@ -19,7 +19,7 @@ from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.actors.tables.names import partition_group
 from sediment.actors.tables.partition_machine import ScanAt
-from sediment.actors.tables.rebalance_driver import BEFORE_RECORD
+from sediment.actors.tables.shell.rebalance_driver import BEFORE_RECORD
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.failpoints import FailpointHit

@@ -15,10 +15,10 @@ import pytest
 from tables_helpers import COLUMNS
 
 from sediment.actors.catalog.hlc import hts
-from sediment.actors.tables import node_safe_time as nst
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import SafeTimeUnavailable
-from sediment.actors.tables.node_protocol import RoGet
+from sediment.actors.tables.shell import node_safe_time as nst
+from sediment.actors.tables.shell.node_protocol import RoGet
 from sediment.scenarios.checkers.catalog_compaction import atomic_visibility, compaction_safety
 from sediment.wiring.tables import TEST_LWM, TablesCluster
 

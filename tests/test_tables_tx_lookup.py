@@ -16,9 +16,9 @@ from tables_helpers import ks, sim_tables, upsert_ab
 
 from sediment.actors.catalog.errors import CatalogError, IndexNotFound, InvalidCommand
 from sediment.actors.tables.errors import IndexNotAvailable, UnknownTransaction, WriteConflict
-from sediment.actors.tables.index_driver import BEFORE_AVAILABLE
 from sediment.actors.tables.index_range import IndexRange
-from sediment.actors.tables.node_protocol import TxLookup, TxRange
+from sediment.actors.tables.shell.index_driver import BEFORE_AVAILABLE
+from sediment.actors.tables.shell.node_protocol import TxLookup, TxRange
 from sediment.runtime.failpoints import FailpointHit
 from sediment.wiring.tables import TablesCluster
 

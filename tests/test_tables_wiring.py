@@ -32,7 +32,8 @@ def test_the_tables_tier_keeps_only_its_parts() -> None:
     # the API, the transactions and the node trees moved out; what is left is small
     assert not (ROOT / "actors/tables/transaction.py").exists()
     assert not (ROOT / "actors/tables/node_tree.py").exists()
-    assert len((ROOT / "actors/tables/cluster.py").read_text(encoding="utf-8").splitlines()) < 100
+    cluster = ROOT / "actors/tables/shell/cluster.py"
+    assert len(cluster.read_text(encoding="utf-8").splitlines()) < 100
 
 
 def test_the_public_tables_cluster_is_the_wiring_layers() -> None:

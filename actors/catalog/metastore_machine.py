@@ -7,7 +7,7 @@ on the cluster's nodes (`partitioning.assign`, rendezvous hashing) and records t
 every member computes the same placement at the same index, so the record is
 replicated state. A dropped zone's assignments go with it. Changing a zone's replicas
 does not move anything here: moving replicas is the rebalance driver's job
-(`tables/rebalance_driver.py`). Its commands, as Ignite's pending and stable
+(`tables/shell/rebalance_driver.py`). Its commands, as Ignite's pending and stable
 assignment keys:
 
 - `SetPending(group, target, catalog_version, pin)`: a rebalance of the partition

@@ -4,7 +4,7 @@ Recorded through `sediment.metrics` (Ray's metrics API on Ray, the in-memory sna
 the simulator), each from the one place that knows it, with one call per shell:
 
 - requests: `counted(api, request)` around the Python client's calls (`cluster.py`),
-  `request(...)` in the etcd API's unary handler (`actors/etcd/services.py`);
+  `request(...)` in the etcd API's unary handler (`actors/etcd/shell/services.py`);
 - the node's revisions, floor and watches: `node_state(...)` after each message of the
   KV node process (`node.py`), recomputed only when its admission state changed;
 - watch sessions and cancellations: the watcher process (`watcher.py`);

@@ -5,6 +5,7 @@ transactions through a commit partition, the partition raft machine's logic, the
 minimum active-transaction time partitions store for catalog compaction, index builds
 and rebalances. Shells (sim and Ray runtime processes): the SQLite partition machine
 (`partition_machine.py`) in partition raft groups started per node
-(`partition_members.py`), the table node (`table_node.py`, `node_txs.py`,
-`node_reads.py`), the Python API (`cluster.py`) and the history recorder
+(`shell/partition_members.py`), the table node (`shell/table_node.py`,
+`shell/node_txs.py`, `shell/node_reads.py`), the drivers and the child specs the
+wiring layer assembles a cluster from (`shell/cluster.py`), and the history recorder
 (`recorder.py`). `docs/catalog.md` says what is built and what is not."""

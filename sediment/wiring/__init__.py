@@ -15,7 +15,7 @@ together lives here, above them all:
 - `tables.py`, `tables_node_tree.py`, `tables_transaction.py`: the tables cluster
   (`TablesCluster`: the metastore with the catalog, the partitions, the table nodes,
   the compaction coordinator and the drivers beside the metastore leader) and its
-  transactions, from the parts in `actors/tables/cluster.py`.
+  transactions, from the parts in `actors/tables/shell/cluster.py`.
 
 Users import `Cluster` from the top (`from sediment import Cluster`).
 """

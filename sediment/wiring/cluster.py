@@ -30,8 +30,8 @@ from sediment.actors.blocks.shell.flush_hold import flushed_through
 from sediment.actors.blocks.shell.tier import BlockTier, tier_parts
 from sediment.actors.branches.shell.service import ServicesConfig
 from sediment.actors.etcd.names import ETCD_HOST, etcd_name
-from sediment.actors.etcd.protocol import Endpoint
-from sediment.actors.etcd.server import EtcdConfig, EtcdWire
+from sediment.actors.etcd.shell.protocol import Endpoint
+from sediment.actors.etcd.shell.server import EtcdConfig, EtcdWire
 from sediment.actors.kv.shell import cluster as kv
 from sediment.actors.kv.shell.node import KvNodeConfig
 from sediment.actors.kv.types import Range

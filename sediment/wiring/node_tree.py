@@ -12,7 +12,7 @@ from __future__ import annotations
 from sediment.actors.blocks.shell.tier import TierParts, tier_children
 from sediment.actors.branches.shell.service import ServicesConfig, branches_child
 from sediment.actors.etcd.names import ETCD_HOST, etcd_name
-from sediment.actors.etcd.server import EtcdConfig, etcd_server
+from sediment.actors.etcd.shell.server import EtcdConfig, etcd_server
 from sediment.actors.kv.shell.cluster import kv_node_child
 from sediment.actors.kv.shell.node import KvNodeConfig
 from sediment.actors.log.shell.cluster import node_children

@@ -5,10 +5,10 @@ supervisor: the log processes with the node's member of the metastore group (the
 catalog and the assignments, `catalog/metastore_machine.py`), the supervisor of the
 node's partition members, the table node (`table_node.py`) and the follower of the
 metastore leadership that run, while the node leads, the compaction coordinator
-(`catalog/coordinator_process.py`) and the index build and rebalance drivers
+(`catalog/shell/coordinator_process.py`) and the index build and rebalance drivers
 (`tables_node_tree.py`). The top supervisor runs on a node of its own ("ctl"), so
 killing any table node leaves it to restart that node. The tier's own parts (the
-metastore group, the table node, its drivers) come from `actors/tables/cluster.py`;
+metastore group, the table node, its drivers) come from `actors/tables/shell/cluster.py`;
 this module, in the wiring layer, puts them together with the log's and the catalog's.
 
     with TablesCluster.start(nodes=3, backend="sim") as c:
@@ -34,10 +34,6 @@ from typing import Any
 from sediment.actors.catalog import ddl
 from sediment.actors.catalog import low_watermark as lw
 from sediment.actors.catalog.compaction_coordinator import ANSWER_TIMEOUT_MS
-from sediment.actors.catalog.coordinator_process import (
-    CoordinatorProcessConfig,
-    coordinator_process,
-)
 from sediment.actors.catalog.descriptors import Column, IndexStatus
 from sediment.actors.catalog.errors import IndexNotFound, ZoneNotFound
 from sediment.actors.catalog.hlc import HybridTimestamp
@@ -52,19 +48,15 @@ from sediment.actors.catalog.metastore_machine import (
     LowWatermarkQuery,
     RebalancesQuery,
 )
+from sediment.actors.catalog.shell.coordinator_process import (
+    CoordinatorProcessConfig,
+    coordinator_process,
+)
 from sediment.actors.log.shell.cluster import GroupClient
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
 from sediment.actors.log.shell.while_leading import LeaderChild
-from sediment.actors.tables import node_protocol as p
-from sediment.actors.tables import unique_build
-from sediment.actors.tables.cluster import (
-    TEST_ANSWER_TIMEOUT_MS,
-    TEST_LWM,
-    metastore_group,
-    tier_drivers,
-)
 from sediment.actors.tables.names import (
     COORDINATOR,
     INDEX_DRIVER,
@@ -72,9 +64,17 @@ from sediment.actors.tables.names import (
     REBALANCE_DRIVER,
     table_node_name,
 )
-from sediment.actors.tables.node_state import DEFAULT_LOCK_WAIT, TableNodeConfig
-from sediment.actors.tables.partition_members import PartitionOptions
 from sediment.actors.tables.recorder import Recorder, poll_replay
+from sediment.actors.tables.shell import node_protocol as p
+from sediment.actors.tables.shell import unique_build
+from sediment.actors.tables.shell.cluster import (
+    TEST_ANSWER_TIMEOUT_MS,
+    TEST_LWM,
+    metastore_group,
+    tier_drivers,
+)
+from sediment.actors.tables.shell.node_state import DEFAULT_LOCK_WAIT, TableNodeConfig
+from sediment.actors.tables.shell.partition_members import PartitionOptions
 from sediment.runtime import api
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError, CallExit, NoProc

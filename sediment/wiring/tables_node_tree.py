@@ -14,9 +14,9 @@ from sediment.actors.log.shell.cluster import node_children
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST
 from sediment.actors.log.shell.while_leading import LeaderChild, while_leading
-from sediment.actors.tables.cluster import table_node_child
-from sediment.actors.tables.node_state import TableNodeConfig
-from sediment.actors.tables.partition_members import parts_supervisor
+from sediment.actors.tables.shell.cluster import table_node_child
+from sediment.actors.tables.shell.node_state import TableNodeConfig
+from sediment.actors.tables.shell.partition_members import parts_supervisor
 from sediment.supervision import ChildSpec, Spawn, SupFlags, supervisor
 
 

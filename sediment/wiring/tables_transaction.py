@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.index_range import between
+from sediment.actors.tables.shell import node_protocol as p
 
 if TYPE_CHECKING:
     from sediment.wiring.tables import TablesCluster

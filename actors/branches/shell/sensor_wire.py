@@ -3,7 +3,7 @@
 A writer outside the runtime (the command line talking to a running `sediment start`
 through its etcd endpoints) stages deletes with etcd Txns and then reports them here:
 one unary gRPC method, `sediment.branches.v1.Sensor/CountDeletes`, served by every
-node's etcd server beside etcd's own services (`actors/etcd/server.py`). The server
+node's etcd server beside etcd's own services (`actors/etcd/shell/server.py`). The server
 forwards each report to the registered sensor as the `CountDelete` message a writer
 inside the runtime sends; like that message, a report is fire and forget for the
 sensor: dropped when no sensor runs (the answer says so), never waited on.

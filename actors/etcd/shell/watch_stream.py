@@ -46,7 +46,7 @@ kv_pb2: Any = _kv_pb2
 pb: Any = _rpc_pb2  # generated code: untyped
 
 if TYPE_CHECKING:
-    from sediment.actors.etcd.server import EtcdServer
+    from sediment.actors.etcd.shell.server import EtcdServer
 
 _logger = log.get_logger("sediment.etcd.watch")
 MAX_WATCHES = 10_000  # watches on one stream

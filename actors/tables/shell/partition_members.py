@@ -20,9 +20,9 @@ from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.log_worker import log_worker
 from sediment.actors.log.shell.names import LOG_HOST, RAFT_HOST, raft_name, worker_name
 from sediment.actors.log.shell.server import raft_server
-from sediment.actors.tables import named_pids
 from sediment.actors.tables.names import partition_group, parts_sup_name
 from sediment.actors.tables.partition_machine import PartitionFactory
+from sediment.actors.tables.shell import named_pids
 from sediment.runtime.errors import NoProc
 from sediment.runtime.process import Process
 from sediment.supervision import ChildSpec, Spawn, SupFlags, requests, supervisor

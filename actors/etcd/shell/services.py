@@ -27,7 +27,7 @@ from sediment.actors.kv.types import Compact, Put, Range
 pb: Any = _rpc_pb2  # generated code: untyped
 
 if TYPE_CHECKING:
-    from sediment.actors.etcd.server import EtcdServer
+    from sediment.actors.etcd.shell.server import EtcdServer
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 

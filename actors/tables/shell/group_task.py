@@ -18,7 +18,7 @@ from typing import Any
 
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Done, NotLeader, Propose, ReadIndex
-from sediment.actors.tables import named_pids
+from sediment.actors.tables.shell import named_pids
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process

@@ -27,15 +27,12 @@ from typing import Any, cast
 from sediment.actors.catalog.descriptors import ZonePartition
 from sediment.actors.catalog.hlc import MAX, HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
-from sediment.actors.tables import named_pids, partition
+from sediment.actors.tables import partition
 from sediment.actors.tables.errors import PartitionUnavailable, WriteConflict
-from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.index_entries import values_of
 from sediment.actors.tables.index_range import IndexRangeLookup, in_index_order
 from sediment.actors.tables.mvcc import IntentFound, RowKey
 from sediment.actors.tables.names import partition_group, table_node_name
-from sediment.actors.tables.node_protocol import Failed, Rows, TxAlive
-from sediment.actors.tables.node_safe_time import SafeRead, wait_safe
 from sediment.actors.tables.partition_machine import (
     IndexLookup,
     ReadAt,
@@ -45,6 +42,10 @@ from sediment.actors.tables.partition_machine import (
     ScanLatest,
     TxQuery,
 )
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.group_task import request_group
+from sediment.actors.tables.shell.node_protocol import Failed, Rows, TxAlive
+from sediment.actors.tables.shell.node_safe_time import SafeRead, wait_safe
 from sediment.actors.tables.tx_state import Resolution, TxRecord, resolve
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import CallRef

@@ -28,15 +28,15 @@ from sediment import log
 from sediment.actors.branches.shell import sensor_wire
 from sediment.actors.branches.shell.names import SENSOR_NAME
 from sediment.actors.etcd import status as st
-from sediment.actors.etcd.auth import Auth, AuthService
-from sediment.actors.etcd.leases import Leases, LeaseService, at_leader
 from sediment.actors.etcd.lessor_core import Lessor
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.protocol import Endpoint, LeaseTimeToLive, NotLeader, RenewLease
-from sediment.actors.etcd.router import Router
-from sediment.actors.etcd.services import ClusterService, KVService, MaintenanceService
-from sediment.actors.etcd.watch_stream import WatchService
+from sediment.actors.etcd.shell.auth import Auth, AuthService
+from sediment.actors.etcd.shell.leases import Leases, LeaseService, at_leader
+from sediment.actors.etcd.shell.protocol import Endpoint, LeaseTimeToLive, NotLeader, RenewLease
+from sediment.actors.etcd.shell.router import Router
+from sediment.actors.etcd.shell.services import ClusterService, KVService, MaintenanceService
+from sediment.actors.etcd.shell.watch_stream import WatchService
 from sediment.actors.kv.errors import ErrLeaseNotFound
 from sediment.actors.kv.names import KV_GROUP
 from sediment.actors.kv.queries import AllLeases, Head

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sediment.actors.catalog.hlc import HybridTimestamp
-from sediment.actors.tables import named_pids
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import SafeTimeUnavailable
 from sediment.actors.tables.names import table_node_name
-from sediment.actors.tables.node_protocol import Clock, ClockReading
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.node_protocol import Clock, ClockReading
 from sediment.runtime.errors import CallError, NoProc
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process

@@ -41,11 +41,16 @@ from sediment.actors.catalog.metastore_machine import ViewQuery
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Propose, Query
 from sediment.actors.tables import index_build as ib
-from sediment.actors.tables import named_pids, unique_build
-from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
-from sediment.actors.tables.node_protocol import Ddl, DdlActive, TxsFinished, TxsFinishedAnswer
 from sediment.actors.tables.partition import BuildIndexCmd, IndexBuilt
+from sediment.actors.tables.shell import named_pids, unique_build
+from sediment.actors.tables.shell.group_task import TaskDone, spawn_task
+from sediment.actors.tables.shell.node_protocol import (
+    Ddl,
+    DdlActive,
+    TxsFinished,
+    TxsFinishedAnswer,
+)
 from sediment.runtime.common_calls import Status, UnknownRequest
 from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.errors import CallError

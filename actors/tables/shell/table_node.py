@@ -41,38 +41,32 @@ from sediment.actors.catalog.machine import DdlApplied, ExecuteDdl, Rejected, Ve
 from sediment.actors.catalog.metastore_machine import LowWatermarkQuery
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
-from sediment.actors.tables import (
-    active_txs,
-    index_range,
-    named_pids,
-    node_txs,
-    partitioning,
-    unique_writes,
-)
-from sediment.actors.tables import node_protocol as p
-from sediment.actors.tables import node_safe_time as nst
-from sediment.actors.tables import node_tasks as tasks
+from sediment.actors.tables import active_txs, index_range, partitioning
 from sediment.actors.tables import safe_time as st
 from sediment.actors.tables.errors import (
     IndexNotAvailable,
     ReadBelowLowWatermark,
     UnknownTransaction,
 )
-from sediment.actors.tables.group_task import TaskDone, request_group, spawn_task
 from sediment.actors.tables.names import META_GROUP
-from sediment.actors.tables.node_compaction import (
+from sediment.actors.tables.partition_machine import IndexLookup
+from sediment.actors.tables.shell import named_pids, node_txs, unique_writes
+from sediment.actors.tables.shell import node_protocol as p
+from sediment.actors.tables.shell import node_safe_time as nst
+from sediment.actors.tables.shell import node_tasks as tasks
+from sediment.actors.tables.shell.group_task import TaskDone, request_group, spawn_task
+from sediment.actors.tables.shell.node_compaction import (
     LwmTick,
-    cluster_lwm_event,
-    lwm_event,
+    drive_lwm,
     lwm_proposed,
     lwm_tick,
     min_times,
     prepare_tx_time,
 )
-from sediment.actors.tables.node_partitions import ensure
-from sediment.actors.tables.node_reads import ReadPlan, reader
-from sediment.actors.tables.node_safe_time import ClockHeard, may_observe, start_clock
-from sediment.actors.tables.node_state import (
+from sediment.actors.tables.shell.node_partitions import ensure
+from sediment.actors.tables.shell.node_reads import ReadPlan, reader
+from sediment.actors.tables.shell.node_safe_time import ClockHeard, may_observe, start_clock
+from sediment.actors.tables.shell.node_state import (
     NodeState,
     TableNodeConfig,
     catalog_at,
@@ -82,7 +76,6 @@ from sediment.actors.tables.node_state import (
     load_lwm,
     meta_query,
 )
-from sediment.actors.tables.partition_machine import IndexLookup
 from sediment.runtime.common_calls import Status
 from sediment.runtime.errors import CallError
 from sediment.runtime.messages import Call, CallRef, Down
@@ -105,7 +98,8 @@ class _Activated:
 
 async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     """Process entry."""
-    s = NodeState(ctx, config, lwm=lw.init(config.lwm), clwm=cluster_lwm.init(config.lwm))
+    s = NodeState(ctx, config)
+    drive_lwm(s)
     s.offset_ms = dict(config.clock_offsets_ms).get(s.me, 0)
     # with the clock's offset: a cluster started again over the same files (a new
     # simulator, whose time starts at 0 again) must not reuse transaction ids
@@ -120,8 +114,8 @@ async def table_node(ctx: Process, config: TableNodeConfig) -> None:
     committed = committed if isinstance(committed, HybridTimestamp) else None
     stored = max((t for t in (load_lwm(s.lwm_path()), committed) if t is not None),
                  default=None)
-    await lwm_event(s, lw.Start(s.physical_ms(), stored, versions.earliest_activation))
-    await cluster_lwm_event(s, cluster_lwm.Committed(committed))
+    await s.lwm_core.run(lw.Start(s.physical_ms(), stored, versions.earliest_activation))
+    await s.clwm_core.run(cluster_lwm.Committed(committed))
     await ensure(s)
     ctx.send_after(config.ensure_interval, ctx.self(), _Ensure())
     _logger.info("table node up", node=s.me, lwm=str(s.lwm.lwm), at=ctx.now())

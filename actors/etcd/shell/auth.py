@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from sediment.actors.etcd.pb import auth_pb2 as _auth_pb2
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.services import answer
+from sediment.actors.etcd.shell.services import answer
 from sediment.actors.kv import auth_store as au
 from sediment.actors.kv.queries import AuthRead, TokenUser
 
 if TYPE_CHECKING:
-    from sediment.actors.etcd.server import EtcdServer
+    from sediment.actors.etcd.shell.server import EtcdServer
 
 pb: Any = _rpc_pb2
 authpb: Any = _auth_pb2

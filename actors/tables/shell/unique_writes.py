@@ -20,17 +20,22 @@ from typing import Any, cast
 from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.log.shell.protocol import ReadIndex
-from sediment.actors.tables import intent_resolver, node_txs
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, WriteConflict
-from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.mvcc import RowKey
 from sediment.actors.tables.names import partition_group
-from sediment.actors.tables.node_protocol import Failed
-from sediment.actors.tables.node_state import NodeState, NodeTx, catalog_version, known_assignments
-from sediment.actors.tables.node_tasks import UniqueRead
 from sediment.actors.tables.partition import WriteIntentCmd
 from sediment.actors.tables.partition_machine import ReadLatest
+from sediment.actors.tables.shell import intent_resolver, node_txs
+from sediment.actors.tables.shell.group_task import TaskDone, spawn_task
+from sediment.actors.tables.shell.node_protocol import Failed
+from sediment.actors.tables.shell.node_state import (
+    NodeState,
+    NodeTx,
+    catalog_version,
+    known_assignments,
+)
+from sediment.actors.tables.shell.node_tasks import UniqueRead
 from sediment.actors.tables.unique_check import unique_indexes, write_with_claims
 from sediment.runtime.messages import CallRef
 

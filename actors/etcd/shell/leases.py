@@ -21,8 +21,8 @@ import grpc
 from sediment.actors.etcd import status as st
 from sediment.actors.etcd.names import etcd_name
 from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
-from sediment.actors.etcd.protocol import LeaseTimeToLive, NotLeader, RenewLease
-from sediment.actors.etcd.services import answer
+from sediment.actors.etcd.shell.protocol import LeaseTimeToLive, NotLeader, RenewLease
+from sediment.actors.etcd.shell.services import answer
 from sediment.actors.etcd.status import EtcdStatus
 from sediment.actors.kv import validation, wire
 from sediment.actors.kv.errors import ErrLeaseNotFound, ErrLeaseTTLTooLarge, InvalidRequest
@@ -32,7 +32,7 @@ from sediment.actors.kv.validation import Limits
 from sediment.runtime.errors import CallError
 
 if TYPE_CHECKING:
-    from sediment.actors.etcd.server import EtcdServer
+    from sediment.actors.etcd.shell.server import EtcdServer
 
 pb: Any = _rpc_pb2
 MIN_TTL = 2  # etcd: ceil(3/2 x election timeout), 1 s here

@@ -32,10 +32,10 @@ from typing import Any
 from sediment import log
 from sediment.actors.catalog.catalog_log import CatalogLog
 from sediment.actors.catalog.ddl import DropIndex
-from sediment.actors.tables import named_pids
-from sediment.actors.tables import node_protocol as p
 from sediment.actors.tables.errors import UniqueConstraintViolation
 from sediment.actors.tables.names import table_node_name
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell import node_protocol as p
 from sediment.runtime.errors import CallError
 from sediment.runtime.process import Process
 

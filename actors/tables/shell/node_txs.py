@@ -23,21 +23,22 @@ from sediment.actors.catalog.descriptors import Catalog
 from sediment.actors.catalog.errors import CatalogError
 from sediment.actors.catalog.hlc import HybridTimestamp
 from sediment.actors.log.shell.protocol import Propose
-from sediment.actors.tables import active_txs, intent_resolver, partition
+from sediment.actors.tables import active_txs, partition
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.errors import PartitionUnavailable, TxNotActive, UnknownTransaction
-from sediment.actors.tables.group_task import TaskDone, spawn_task
 from sediment.actors.tables.mvcc import RowKey
 from sediment.actors.tables.names import partition_group
-from sediment.actors.tables.node_protocol import Began, Ended, Failed, Written
-from sediment.actors.tables.node_state import (
+from sediment.actors.tables.shell import intent_resolver
+from sediment.actors.tables.shell.group_task import TaskDone, spawn_task
+from sediment.actors.tables.shell.node_protocol import Began, Ended, Failed, Written
+from sediment.actors.tables.shell.node_state import (
     NodeState,
     NodeTx,
     catalog_at,
     catalog_version,
     known_assignments,
 )
-from sediment.actors.tables.node_tasks import TxMessage
+from sediment.actors.tables.shell.node_tasks import TxMessage
 from sediment.actors.tables.tx_state import FinishOutcome
 from sediment.actors.tables.unique_claims import UniqueClaimCmd, claim_key
 from sediment.runtime.messages import CallRef

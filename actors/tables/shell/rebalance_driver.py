@@ -52,11 +52,11 @@ from sediment.actors.catalog.metastore_machine import (
 )
 from sediment.actors.log.shell.names import RAFT_HOST, raft_name
 from sediment.actors.log.shell.protocol import Change, Done, Propose, Query, Refused
-from sediment.actors.tables import named_pids
 from sediment.actors.tables import rebalance as rb
-from sediment.actors.tables.group_task import request_group
 from sediment.actors.tables.names import META_GROUP, partition_group, table_node_name
-from sediment.actors.tables.partition_members import (
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.group_task import request_group
+from sediment.actors.tables.shell.partition_members import (
     PartitionOptions,
     partition_spec,
     start_member,

@@ -38,11 +38,11 @@ from sediment.actors.catalog.hlc import MAX
 from sediment.actors.log.shell.names import RAFT_HOST
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
 from sediment.actors.tables.errors import UniqueConstraintViolation, WriteConflict
-from sediment.actors.tables.group_task import TaskDone, group_task
 from sediment.actors.tables.mvcc import RowKey
 from sediment.actors.tables.names import partition_group
-from sediment.actors.tables.node_reads import ReadPlan, resolve_intent_on
-from sediment.actors.tables.node_state import NodeState, catalog_log_now
+from sediment.actors.tables.shell.group_task import TaskDone, group_task
+from sediment.actors.tables.shell.node_reads import ReadPlan, resolve_intent_on
+from sediment.actors.tables.shell.node_state import NodeState, catalog_log_now
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
 

@@ -24,12 +24,15 @@ from sediment.actors.catalog.metastore_machine import (
 )
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Propose, Query
-from sediment.actors.tables import active_txs, min_tx_time, named_pids
-from sediment.actors.tables.group_task import TaskDone, spawn_task
+from sediment.actors.tables import active_txs, min_tx_time
 from sediment.actors.tables.names import META_GROUP, partition_group
-from sediment.actors.tables.node_partitions import leads
-from sediment.actors.tables.node_protocol import LwmChanged
-from sediment.actors.tables.node_state import (
+from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
+from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.group_task import TaskDone, spawn_task
+from sediment.actors.tables.shell.node_partitions import leads
+from sediment.actors.tables.shell.node_protocol import LwmChanged
+from sediment.actors.tables.shell.node_state import (
     NodeState,
     active_versions,
     catalog_log_now,
@@ -37,9 +40,7 @@ from sediment.actors.tables.node_state import (
     meta_query,
     store_lwm,
 )
-from sediment.actors.tables.node_tasks import GarbageCollection, LwmProposal, MinTxTimeUpdate
-from sediment.actors.tables.partition import GcCmd, UpdateMinActiveTxTimeCmd
-from sediment.actors.tables.partition_machine import FlushCmd, MinTxQuery
+from sediment.actors.tables.shell.node_tasks import GarbageCollection, LwmProposal, MinTxTimeUpdate
 from sediment.runtime.errors import CallError
 from sediment.runtime.pid import Pid
 
@@ -90,53 +91,54 @@ async def prepare_tx_time(s: NodeState, ts: HybridTimestamp) -> None:
                          s.next_tag(MinTxTimeUpdate(group)))
 
 
-async def lwm_event(s: NodeState, event: lw.Event) -> None:
-    """Step the low watermark's core and execute its effects."""
-    s.lwm, effects = lw.step(s.lwm, event)
-    for e in effects:
-        if isinstance(e, lw.Persist):
-            store_lwm(s.lwm_path(), e.lwm)
-        elif isinstance(e, lw.Changed):
-            for pid in s.lwm_subscribers:
-                s.ctx.send(pid, LwmChanged(e.lwm))
-            await _collect_garbage(s, e.lwm)
-        elif isinstance(e, lw.SetTimer):
-            delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
-            s.ctx.send_after(delay, s.ctx.self(), LwmTick(e.at_physical_ms))
+def drive_lwm(s: NodeState) -> None:
+    """Register how the node carries out its two watermark cores' effects (both run on
+    `CoreDriver`s, `NodeState.lwm_core` and `clwm_core`). The node's own core: persist,
+    then announce (tell the subscribers, collect garbage), its timer. The cluster's:
+    read the committed value (a `Committed` follow-up), propose one, adopt one (the
+    node's own core steps `Propose` at once: it still waits above local read locks), its
+    timer."""
+    own, cluster = s.lwm_core, s.clwm_core
+    own.on(lw.Persist, lambda e: store_lwm(s.lwm_path(), e.lwm))
+    own.on(lw.Changed, lambda e: _announce(s, e.lwm))
+    own.on(lw.SetTimer, lambda e: _arm(s, e.at_physical_ms))
+    cluster.on(cluster_lwm.ReadCommitted, lambda e: _read_committed(s))
+    cluster.on(cluster_lwm.ProposeLwm, lambda e: spawn_task(
+        s.ctx, META_GROUP, (s.me,), (Propose(AdvanceLowWatermark(e.lwm)),),
+        s.next_tag(LwmProposal())))
+    cluster.on(cluster_lwm.Adopt, lambda e: own.run(lw.Propose(e.lwm)))
+    cluster.on(cluster_lwm.SetTimer, lambda e: _arm(s, e.at_physical_ms))
 
 
 async def lwm_tick(s: NodeState) -> None:
     """The update interval: the leader proposes, every node reads the committed value."""
     leading = await leads(s, META_GROUP)
-    await cluster_lwm_event(s, cluster_lwm.Tick(s.now(), s.physical_ms(), leading))
+    await s.clwm_core.run(cluster_lwm.Tick(s.now(), s.physical_ms(), leading))
 
 
 async def lwm_proposed(s: NodeState, done: TaskDone) -> None:
     result = done.results[0] if done.ok and done.results else None
     committed = result.lwm if isinstance(result, LowWatermarkAdvanced) else None
-    await cluster_lwm_event(s, cluster_lwm.ProposalDone(committed))
+    await s.clwm_core.run(cluster_lwm.ProposalDone(committed))
 
 
-async def cluster_lwm_event(s: NodeState, event: cluster_lwm.Event) -> None:
-    """Step the cluster watermark's core and execute its effects (an adopted value goes
-    to the node's own core as `Propose`: it still waits above local read locks)."""
-    s.clwm, effects = cluster_lwm.step(s.clwm, event)
-    for e in effects:
-        if isinstance(e, cluster_lwm.ReadCommitted):
-            try:
-                committed = await meta_query(s, LowWatermarkQuery())
-            except CallError:
-                continue  # the local replica restarting: the next tick reads again
-            await cluster_lwm_event(s, cluster_lwm.Committed(
-                committed if isinstance(committed, HybridTimestamp) else None))
-        elif isinstance(e, cluster_lwm.ProposeLwm):
-            await spawn_task(s.ctx, META_GROUP, (s.me,), (Propose(AdvanceLowWatermark(e.lwm)),),
-                             s.next_tag(LwmProposal()))
-        elif isinstance(e, cluster_lwm.Adopt):
-            await lwm_event(s, lw.Propose(e.lwm))
-        elif isinstance(e, cluster_lwm.SetTimer):
-            delay = max(0.0, (e.at_physical_ms - s.physical_ms()) / 1000)
-            s.ctx.send_after(delay, s.ctx.self(), LwmTick(e.at_physical_ms))
+async def _read_committed(s: NodeState) -> cluster_lwm.Committed | None:
+    try:
+        committed = await meta_query(s, LowWatermarkQuery())
+    except CallError:
+        return None  # the local replica restarting: the next tick reads again
+    return cluster_lwm.Committed(committed if isinstance(committed, HybridTimestamp) else None)
+
+
+async def _announce(s: NodeState, lwm: HybridTimestamp) -> None:
+    for pid in s.lwm_subscribers:
+        s.ctx.send(pid, LwmChanged(lwm))
+    await _collect_garbage(s, lwm)
+
+
+def _arm(s: NodeState, at_physical_ms: int) -> None:
+    delay = max(0.0, (at_physical_ms - s.physical_ms()) / 1000)
+    s.ctx.send_after(delay, s.ctx.self(), LwmTick(at_physical_ms))
 
 
 async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
@@ -164,5 +166,5 @@ async def _collect_garbage(s: NodeState, lwm: HybridTimestamp) -> None:
                              (Propose(command),), s.next_tag(GarbageCollection(group)))
 
 
-__all__ = ["LwmTick", "cluster_lwm_event", "lwm_event", "lwm_proposed", "lwm_tick",
-           "min_times", "prepare_tx_time"]
+__all__ = ["LwmTick", "drive_lwm", "lwm_proposed", "lwm_tick", "min_times",
+           "prepare_tx_time"]

@@ -10,14 +10,15 @@ from sediment.actors.catalog.machine import VersionsQuery
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, RebalancesQuery
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Propose, ReadIndex
-from sediment.actors.tables import min_tx_time, named_pids
-from sediment.actors.tables.group_task import request_group, spawn_task
+from sediment.actors.tables import min_tx_time
 from sediment.actors.tables.names import META_GROUP, partition_group
-from sediment.actors.tables.node_state import NodeState, assignments, meta_query
-from sediment.actors.tables.node_tasks import FloorAnnouncement
 from sediment.actors.tables.partition import CatalogCompactedCmd
 from sediment.actors.tables.partition_machine import group_of_name
-from sediment.actors.tables.partition_members import (
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.group_task import request_group, spawn_task
+from sediment.actors.tables.shell.node_state import NodeState, assignments, meta_query
+from sediment.actors.tables.shell.node_tasks import FloorAnnouncement
+from sediment.actors.tables.shell.partition_members import (
     PartitionOptions,
     partition_spec,
     running_members,

@@ -4,7 +4,7 @@ drivers that run beside the metastore leader, and the test low watermark.
 A tables cluster is assembled above the actor packages, in the wiring layer
 (`sediment/wiring/tables.py`: `TablesCluster`, its transactions and each node's tree),
 from these parts, the log's (`log/shell/cluster.py`: a node's log processes) and the
-catalog's compaction coordinator (`catalog/coordinator_process.py`). Nothing here starts a
+catalog's compaction coordinator (`catalog/shell/coordinator_process.py`). Nothing here starts a
 runtime or a supervision tree, so the tier's processes can be read and tested alone.
 """
 
@@ -17,12 +17,12 @@ from sediment.actors.catalog.metastore_machine import MetastoreFactory
 from sediment.actors.log.shell.group_spec import GroupSpec
 from sediment.actors.log.shell.names import RAFT_HOST
 from sediment.actors.log.shell.while_leading import LeaderChild
-from sediment.actors.tables.index_driver import IndexDriverConfig, index_driver
 from sediment.actors.tables.names import INDEX_DRIVER, META_GROUP, REBALANCE_DRIVER, table_node_name
-from sediment.actors.tables.node_state import TableNodeConfig
-from sediment.actors.tables.partition_members import PartitionOptions
-from sediment.actors.tables.rebalance_driver import RebalanceDriverConfig, rebalance_driver
-from sediment.actors.tables.table_node import table_node
+from sediment.actors.tables.shell.index_driver import IndexDriverConfig, index_driver
+from sediment.actors.tables.shell.node_state import TableNodeConfig
+from sediment.actors.tables.shell.partition_members import PartitionOptions
+from sediment.actors.tables.shell.rebalance_driver import RebalanceDriverConfig, rebalance_driver
+from sediment.actors.tables.shell.table_node import table_node
 from sediment.supervision import ChildSpec, Spawn
 
 # the tests' and scenarios' low watermark: seconds, where Ignite's default is minutes

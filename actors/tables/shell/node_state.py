@@ -26,12 +26,14 @@ from sediment.actors.catalog.machine import CatalogAtQuery, CatalogVersionQuery,
 from sediment.actors.catalog.metastore_machine import AssignmentsQuery, ViewQuery
 from sediment.actors.log.shell.names import raft_name
 from sediment.actors.log.shell.protocol import Query
-from sediment.actors.tables import active_txs, min_tx_time, named_pids
+from sediment.actors.tables import active_txs, min_tx_time
 from sediment.actors.tables import transactions as txn
 from sediment.actors.tables.names import META_GROUP
-from sediment.actors.tables.node_tasks import NodeTask
-from sediment.actors.tables.partition_members import PartitionOptions
 from sediment.actors.tables.safe_time import SafeTime
+from sediment.actors.tables.shell import named_pids
+from sediment.actors.tables.shell.node_tasks import NodeTask
+from sediment.actors.tables.shell.partition_members import PartitionOptions
+from sediment.runtime.core_driver import CoreDriver
 from sediment.runtime.messages import CallRef
 from sediment.runtime.pid import Pid
 from sediment.runtime.process import Process
@@ -79,6 +81,10 @@ class NodeTx:
     ack_error: CatalogError | None = None  # the first of them that failed
 
 
+LwmDriver = CoreDriver[lw.LowWatermarkState, lw.Event, lw.Effect]
+ClusterLwmDriver = CoreDriver[cluster_lwm.ClusterLwmState, cluster_lwm.Event, cluster_lwm.Effect]
+
+
 @dataclass
 class NodeState:
     ctx: Process
@@ -87,11 +93,12 @@ class NodeState:
     txs: dict[str, NodeTx] = field(default_factory=dict)
     active: active_txs.ActiveTxs = field(default_factory=active_txs.ActiveTxs)
     collector: min_tx_time.MinTimeCollector = field(default_factory=min_tx_time.MinTimeCollector)
-    lwm: lw.LowWatermarkState = field(default_factory=lambda: lw.init(lw.LowWatermarkConfig()))
     lwm_subscribers: list[Pid] = field(default_factory=list)
-    # the cluster's agreed watermark, which feeds `lwm` (catalog/cluster_lwm.py)
-    clwm: cluster_lwm.ClusterLwmState = field(
-        default_factory=lambda: cluster_lwm.init(lw.LowWatermarkConfig()))
+    # the node's low watermark core (catalog/low_watermark.py) and the cluster's agreed
+    # watermark that feeds it (catalog/cluster_lwm.py), each run by a CoreDriver whose
+    # handlers `node_compaction.drive_lwm` registers
+    lwm_core: LwmDriver = field(init=False)
+    clwm_core: ClusterLwmDriver = field(init=False)
     assignments: Mapping[ZonePartition, frozenset[str]] = field(default_factory=dict)
     started: set[ZonePartition] = field(default_factory=set)
     tasks: dict[int, NodeTask] = field(default_factory=dict)  # task tag -> what it was for
@@ -102,6 +109,14 @@ class NodeState:
     floor_sent: dict[ZonePartition, int] = field(default_factory=dict)  # rule 4
     safe: SafeTime | None = None  # what this node heard of the others' clocks (rule 5)
     offset_ms: int = 0  # config.clock_offsets_ms for this node
+
+    def __post_init__(self) -> None:
+        self.lwm_core = CoreDriver(self.ctx, lw.step, lw.init(self.config.lwm))
+        self.clwm_core = CoreDriver(self.ctx, cluster_lwm.step, cluster_lwm.init(self.config.lwm))
+
+    @property
+    def lwm(self) -> lw.LowWatermarkState:
+        return self.lwm_core.state
 
     @property
     def me(self) -> str:
@@ -192,6 +207,6 @@ def store_lwm(path: str, value: HybridTimestamp) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["NodeState", "NodeTx", "TableNodeConfig", "active_versions", "assignments",
-           "catalog_at", "catalog_log_now", "catalog_version", "known_assignments", "load_lwm",
-           "meta_query", "store_lwm"]
+__all__ = ["ClusterLwmDriver", "LwmDriver", "NodeState", "NodeTx", "TableNodeConfig",
+           "active_versions", "assignments", "catalog_at", "catalog_log_now",
+           "catalog_version", "known_assignments", "load_lwm", "meta_query", "store_lwm"]
