@@ -293,7 +293,7 @@ class World:
                                     partition.RecoverTxCmd(intent.tx_id), None)
             assert isinstance(record, tx_state.TxRecord)
             value = mvcc.resolved_read(self.parts[group].rows, (table.id, key), ts,
-                                       record.commit_ts)
+                                       intent.tx_id, record.commit_ts)
             if not self.live(holder):  # the finder cleans up a dead coordinator's intent
                 self.apply(group, partition.CleanupCmd(intent.tx_id, record.commit_ts,
                                                        self.log.latest_version),

@@ -183,6 +183,22 @@ def test_contended_rows_with_the_bounded_lock_wait(seed: int, tmp_path: Path) ->
     assert sum("killed" in n for n in events) == 2, events
 
 
+# Seeds a sweep found failing, run on sim once fixed (file, seed, the bug).
+REGRESSION_SEEDS = (
+    ("tables-contended-rows", 98,
+     "a read-only read that resolved one transaction's intent returned the row of the "
+     "intent another transaction had put on the key meanwhile"),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, seed, bug", REGRESSION_SEEDS,
+                         ids=[f"{n}-{s}-regression" for n, s, _ in REGRESSION_SEEDS])
+def test_a_seed_a_sweep_found_failing_passes(name: str, seed: int, bug: str,
+                                             tmp_path: Path) -> None:
+    run(name, seed, tmp_path)  # every check passes, catalog_atomic_visibility among them
+
+
 def test_table_nodes_that_hide_their_transactions_are_caught(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The protocol broken on purpose, end to end: table nodes that report no active

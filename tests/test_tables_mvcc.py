@@ -41,13 +41,37 @@ def test_intent_visibility_and_resolution() -> None:
     # A read after it must resolve it at the commit partition.
     found = mvcc.read_at(rows, KEY, hts(35))
     assert isinstance(found, IntentFound) and found.intent.tx_id == "t"
-    assert mvcc.resolved_read(rows, KEY, hts(35), hts(33)) == {"k": 7, "v": 5}  # committed at 33
-    assert mvcc.resolved_read(rows, KEY, hts(35), hts(36)) == {"k": 7, "v": 1}  # later commit
-    assert mvcc.resolved_read(rows, KEY, hts(35), None) == {"k": 7, "v": 1}  # aborted
+    assert mvcc.resolved_read(rows, KEY, hts(35), "t", hts(33)) == {"k": 7, "v": 5}  # at 33
+    assert mvcc.resolved_read(rows, KEY, hts(35), "t", hts(36)) == {"k": 7, "v": 1}  # later
+    assert mvcc.resolved_read(rows, KEY, hts(35), "t", None) == {"k": 7, "v": 1}  # aborted
     # Inside the transaction: its own intent; another transaction conflicts.
     assert mvcc.read_latest(rows, KEY, "t") == {"k": 7, "v": 5}
     with pytest.raises(WriteConflict):
         mvcc.read_latest(rows, KEY, "other")
+
+
+def test_a_resolved_read_ignores_an_intent_that_replaced_the_resolved_one() -> None:
+    """The reader resolves the intent it found, then reads again: meanwhile that intent
+    may have been cleaned up (committed at 33) and another transaction's put on the key
+    (began at 34, its outcome unknown). The commit time resolved belongs to the first
+    transaction only: the read sees its version, never the newcomer's row (sim seed 98
+    of tables-contended-rows saw the newcomer's row)."""
+    rows = mvcc.write_intent(committed(("a", 10, 20, 1)), KEY, intent("t", 30, 5))
+    found = mvcc.read_at(rows, KEY, hts(35))
+    assert isinstance(found, IntentFound) and found.intent.tx_id == "t"
+    rows = mvcc.finalize(rows, "t", hts(33))  # t's cleanup lands
+    later = mvcc.write_intent(rows, KEY, intent("u", 36, 9))  # u began after the read
+    assert mvcc.resolved_read(later, KEY, hts(35), "t", hts(33)) == {"k": 7, "v": 5}
+    # a newcomer that began at or before the read may have committed before it: it is
+    # found (and resolved in turn), not taken for the resolved one
+    early = mvcc.write_intent(rows, KEY, intent("u", 34, 9))
+    again = mvcc.resolved_read(early, KEY, hts(35), "t", hts(33))
+    assert isinstance(again, IntentFound) and again.intent.tx_id == "u"
+    # t aborted and its intent went: the committed row as of the read
+    gone = mvcc.write_intent(mvcc.finalize(mvcc.write_intent(
+        committed(("a", 10, 20, 1)), KEY, intent("t", 30, 5)), "t", None), KEY,
+        intent("u", 36, 9))
+    assert mvcc.resolved_read(gone, KEY, hts(35), "t", None) == {"k": 7, "v": 1}
 
 
 def test_write_conflicts_change_nothing() -> None:

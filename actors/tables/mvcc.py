@@ -10,7 +10,8 @@ so anyone who finds it can ask there how the transaction ended.
   began: `WriteConflict` (no waiting; the writer aborts).
 - A read at a timestamp sees the newest version committed at or before it. An intent
   whose transaction began at or before the read time might have committed before it:
-  the read returns `IntentFound` and the caller resolves it at the commit partition.
+  the read returns `IntentFound` and the caller resolves it at the commit partition,
+  then reads again (`resolved_read`) for that transaction's intent only.
 - `gc(lwm)`: below the low watermark only the newest version at or before it can still
   be read (reads below the watermark are refused); the older ones are garbage, and so
   is that newest one when it is a deletion.
@@ -115,12 +116,18 @@ def committed_at(rows: PartitionRows, key: RowKey, ts: HybridTimestamp) -> Row:
     return None
 
 
-def resolved_read(rows: PartitionRows, key: RowKey, ts: HybridTimestamp,
-                  intent_commit_ts: HybridTimestamp | None) -> Row:
-    """A read at `ts` once the intent found on the key is resolved: `intent_commit_ts`
-    is its transaction's commit time, None if it aborted."""
+def resolved_read(rows: PartitionRows, key: RowKey, ts: HybridTimestamp, tx_id: str,
+                  intent_commit_ts: HybridTimestamp | None) -> Row | IntentFound:
+    """A read at `ts` once the intent found on the key is resolved: `tx_id`'s, which
+    committed at `intent_commit_ts` (None: aborted). The reader asked the commit
+    partition between its first read and this one, so the key may hold another
+    transaction's intent by now (the resolved one cleaned up, a new writer in): the
+    commit time belongs to `tx_id` only, and the key is read as `read_at` reads it (the
+    newcomer's intent found again if it may be visible)."""
     intent = rows.intents.get(key)
-    if intent is not None and intent_commit_ts is not None and intent_commit_ts <= ts:
+    if intent is None or intent.tx_id != tx_id:
+        return read_at(rows, key, ts)
+    if intent_commit_ts is not None and intent_commit_ts <= ts:
         return intent.row
     return committed_at(rows, key, ts)
 

@@ -19,7 +19,7 @@ pickled: local storage, read back by this module only.
 
 Queries (the raft server's `Query(q)` or `ReadIndex(q)`): `ReadAt(key, ts)`,
 `ReadLatest(key, tx_id)`, `ScanAt(table_id, ts)`, `ScanLatest(table_id, tx_id)`,
-`ReadResolved(key, ts, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
+`ReadResolved(key, ts, tx_id, intent_commit_ts)`, `TxQuery(tx_id)`, `MinTxQuery()`,
 `IndexQuery(index_id)`, `IndexLookup(index_id, table_id, columns, values)` (the
 candidate keys of an index lookup), `ReplayEventsQuery(since)`.
 
@@ -92,6 +92,7 @@ class ReadResolved:
 
     key: RowKey
     ts: HybridTimestamp
+    tx_id: str  # whose intent was resolved
     intent_commit_ts: HybridTimestamp | None
 
 
@@ -213,7 +214,8 @@ class PartitionMachine:
                 return [(key, mvcc.read_latest(rows, key, request.tx_id))
                         for key in mvcc.keys_of(rows, request.table_id)]
             if isinstance(request, ReadResolved):
-                return mvcc.resolved_read(rows, request.key, request.ts, request.intent_commit_ts)
+                return mvcc.resolved_read(rows, request.key, request.ts, request.tx_id,
+                                          request.intent_commit_ts)
             if isinstance(request, TxQuery):
                 return self.state.txs.get(request.tx_id)
             if isinstance(request, MinTxQuery):
