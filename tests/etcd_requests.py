@@ -165,7 +165,15 @@ class RequestGen:
         else:
             value = rng.randint(0, self.head + 1)
         end = self.range_end() if rng.random() < 0.25 else None
-        return Compare(self.key(), target, rng.choice(OPS), value, end)
+        key = self.key()  # before the op: the order of draws other users recorded
+        op = rng.choice(OPS)
+        if target == "lease" and op in "<>" and value not in (0, *LEASE_IDS, NO_LEASE):
+            # an id chosen by the server differs between etcd and Sediment (the test maps
+            # one to the other), so its order among other such ids does too: ordered
+            # compares name only the fixed ids (all chosen ids lie between them and the
+            # largest one)
+            value = rng.choice(LEASE_IDS)
+        return Compare(key, target, op, value, end)
 
     def branch(self, depth: int) -> tuple[TxnOp, ...]:
         """A branch without duplicate puts (a bad one comes from `bad`)."""
