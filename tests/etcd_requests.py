@@ -7,6 +7,14 @@ ErrCompacted and ErrFutureRev happen, as etcd's robustness traffic makes them), 
 input: empty keys, too many ops, duplicate keys in a branch, a request too large.
 The generator follows the store's head and compact revision from the answers it is
 told about (`observe`), so revisions land near the interesting edges.
+
+With `leases`, lease requests too (the machine's commands and queries, as
+`EtcdClient` sends them): grants with an explicit id (a few ids, so ErrLeaseExist
+happens) and with id 0 (the server chooses), revokes, TimeToLive with and without
+keys, LeaseLeases, puts and compares naming a granted lease or one that does not exist
+(ErrLeaseNotFound), ignore_lease, a TTL over etcd's maximum. TTLs are long: expiry is
+the leader's clock, not the request sequence, and stays out of the comparison. Off by
+default, so the sequences other users recorded do not change.
 """
 
 from __future__ import annotations
@@ -15,10 +23,14 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from sediment.actors.kv.queries import AllLeases, LeaseLookup
 from sediment.actors.kv.types import (
     Compact,
     Compare,
     DeleteRange,
+    LeaseGrant,
+    LeaseGrantResult,
+    LeaseRevoke,
     Put,
     Range,
     Txn,
@@ -32,6 +44,10 @@ SORT_TARGETS = ("key", "version", "create", "mod", "value")
 TARGETS = ("version", "create_revision", "mod_revision", "value", "lease")
 OPS = ("=", "!=", "<", ">")
 BIG = 1536 * 1024 + 10  # over etcd's --max-request-bytes default
+LEASE_IDS = (1, 2, 3, 0x7FFF_FFFF_0000_0001)  # explicit ids: granting one twice collides
+NO_LEASE = 424242  # never granted explicitly (an id 0 grant taking it: 1 in 2^62)
+LEASE_TTLS = (3600, 7200, 86400)  # long: nothing expires while a seed runs
+MAX_TTL = 9_000_000_000  # etcd's MaxLeaseTTL
 
 
 @dataclass
@@ -40,18 +56,24 @@ class RequestGen:
     bad_inputs: bool = True
     big: bool = True  # a request over 1.5 MiB now and then (slow over gRPC: keep rare)
     plain: bool = False  # no nested txns, no sort or filter options (older clients' shape)
+    leases: bool = False  # lease requests, and puts and compares naming leases
     head: int = 1
     compacted: int = -1
     n: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.granted: list[int] = []  # the leases etcd has (its ids)
 
-    def observe(self, result: Any) -> None:
-        """Follow the head (and a successful Compact) from an answer."""
+    def observe(self, result: Any, request: Any = None) -> None:
+        """Follow the head (and a successful Compact) from an answer, and the leases."""
         rev = getattr(result, "revision", None)
         if isinstance(rev, int) and rev > 0:
             self.head = max(self.head, rev)
+        if isinstance(result, LeaseGrantResult):
+            self.granted.append(result.id)
+        elif isinstance(request, LeaseRevoke) and not isinstance(result, Exception):
+            self.granted = [i for i in self.granted if i != request.id]
 
     def compacted_at(self, revision: int) -> None:
         self.compacted = max(self.compacted, revision)
@@ -96,7 +118,33 @@ class RequestGen:
                      **options)
 
     def put(self) -> Put:
-        return Put(self.key(), self.value(), self.rng.random() < 0.4)
+        put = Put(self.key(), self.value(), self.rng.random() < 0.4)
+        if self.leases:
+            r = self.rng.random()
+            if r < 0.3:
+                return Put(put.key, put.value, put.prev_kv, lease=self.lease_id())
+            if r < 0.36:
+                return Put(put.key, put.value, put.prev_kv, ignore_lease=True)
+        return put
+
+    def lease_id(self) -> int:
+        """A granted lease mostly; else one of the explicit ids or one never granted."""
+        if self.granted and self.rng.random() < 0.75:
+            return self.rng.choice(self.granted)
+        return self.rng.choice((*LEASE_IDS, NO_LEASE))
+
+    def lease(self) -> Any:
+        rng = self.rng
+        r = rng.random()
+        if r < 0.4:
+            lease = 0 if rng.random() < 0.4 else rng.choice(LEASE_IDS)
+            ttl = MAX_TTL + 1 if rng.random() < 0.04 else rng.choice(LEASE_TTLS)
+            return LeaseGrant(lease, ttl)
+        if r < 0.55:
+            return LeaseRevoke(self.lease_id())
+        if r < 0.85:
+            return LeaseLookup(self.lease_id(), rng.random() < 0.6)
+        return AllLeases()
 
     def delete(self) -> DeleteRange:
         end = self.range_end() if self.rng.random() < 0.6 else None
@@ -108,6 +156,8 @@ class RequestGen:
         value: bytes | int
         if target == "value":
             value = rng.choice([b"", f"v{self.seed}-{rng.randint(1, max(1, self.n))}".encode()])
+        elif target == "lease" and self.leases:
+            value = rng.choice([0, self.lease_id()])
         elif target == "lease":
             value = rng.choice([0, 0, 1])
         elif target == "version":
@@ -115,7 +165,15 @@ class RequestGen:
         else:
             value = rng.randint(0, self.head + 1)
         end = self.range_end() if rng.random() < 0.25 else None
-        return Compare(self.key(), target, rng.choice(OPS), value, end)
+        key = self.key()  # before the op: the order of draws other users recorded
+        op = rng.choice(OPS)
+        if target == "lease" and op in "<>" and value not in (0, *LEASE_IDS, NO_LEASE):
+            # an id chosen by the server differs between etcd and Sediment (the test maps
+            # one to the other), so its order among other such ids does too: ordered
+            # compares name only the fixed ids (all chosen ids lie between them and the
+            # largest one)
+            value = rng.choice(LEASE_IDS)
+        return Compare(key, target, op, value, end)
 
     def branch(self, depth: int) -> tuple[TxnOp, ...]:
         """A branch without duplicate puts (a bad one comes from `bad`)."""
@@ -163,6 +221,8 @@ class RequestGen:
         return Put(b"big", b"x" * BIG)
 
     def next(self) -> Any:
+        if self.leases and self.rng.random() < 0.15:
+            return self.lease()
         r = self.rng.random()
         if r < 0.28:
             return self.put()
@@ -193,4 +253,4 @@ def _dedup(ops: list[TxnOp]) -> tuple[TxnOp, ...]:
     return tuple(kept)
 
 
-__all__ = ["KEYS", "RequestGen"]
+__all__ = ["KEYS", "LEASE_TTLS", "RequestGen"]

@@ -42,6 +42,23 @@ def test_a_large_response_is_split_every_part_but_the_last_marked_fragment() -> 
         assert len(p.events) == 1 or p.ByteSize() <= limit + 16  # one event may exceed it
 
 
+def test_the_split_is_etcds_at_the_limit_split_every_part_below_it_and_full() -> None:
+    """etcd 3.4's sendFragments to the byte: a response AT the limit is split (etcd
+    sends whole only below it), a part of several events stays below the limit measured
+    as sent (fragment flag included), and one more event would have reached it."""
+    response = _response([300] * 6)
+    limit = response.ByteSize()
+    parts = fragments(response, limit)
+    assert len(parts) > 1
+    for p in parts:
+        assert len(p.events) == 1 or p.ByteSize() < limit
+    for p, after in zip(parts, parts[1:], strict=False):
+        fuller = pb.WatchResponse()
+        fuller.CopyFrom(p)
+        fuller.events.append(after.events[0])
+        assert fuller.ByteSize() >= limit
+
+
 def test_an_event_keeps_its_kind_key_value_and_prev_kv_on_the_wire() -> None:
     prev = KeyValue(b"k", b"old", 2, 2, 1)
     e = Event("delete", KeyValue(b"k", b"", 2, 5, 0), prev_kv=prev)
@@ -56,12 +73,16 @@ def test_the_watch_script_pins_etcds_answers() -> None:
     3.4 gives it: events of one revision in the txn's op order (d before c), prev_kv on
     the delete only, the NODELETE filter, a progress response (watch id -1, etcd's
     InvalidWatchID) carrying the head once both watches are synced, a cancel answered
-    with the watch's id, and nothing for the canceled watch after it."""
+    with the watch's id, and nothing for the canceled watch after it; a quiet
+    progress_notify watch gets a notify with its own id and the head; a fragment watch
+    gets a revision of three large events with prev_kv, over the request limit plus
+    512 KiB (etcd's gRPC overhead: two of them under it would come whole), as one
+    event per response, all but the last marked fragment."""
     from etcd_helpers import RealEtcd, require_etcd
-    from etcd_watch_script import watch_transcript
+    from etcd_watch_script import BIG, ETCD_ARGS, PREV, watch_transcript
 
     require_etcd()
-    with RealEtcd() as etcd:
+    with RealEtcd(extra_args=ETCD_ARGS) as etcd:
         t = watch_transcript(etcd.endpoint, b"/script/")
     put, delete = "put", "delete"
     a1 = (b"/script/a", b"1", 0, 0, 1)
@@ -74,5 +95,10 @@ def test_the_watch_script_pins_etcds_answers() -> None:
         (put, b"/script/e")]
     assert [(s["watch"], s["created"], s["canceled"], s["revision"]) for s in t["stream"]] == [
         ("w1", True, False, None), ("w2", True, False, None), (-1, False, False, 3),
-        ("w1", False, True, None), (-1, False, False, 4)]
+        ("w1", False, True, None), (-1, False, False, 4), ("w3", True, False, None),
+        ("w4", True, False, None)]
     assert t["split_revisions"] == [] and t["header_behind_events"] == []
+    assert t["progress_notify"] == ("w3", 4)  # nothing was written since the live put
+    assert t["events"]["w3"] == [] and t["events"]["w4"] == []  # w4's are told in parts
+    assert t["fragments"] == [(more, [(0, b"/script-big/" + k, BIG, 8, PREV)])
+                              for more, k in ((True, b"x"), (True, b"y"), (False, b"z"))]

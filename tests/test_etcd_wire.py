@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import pytest
 from etcd_helpers import RealEtcd, require_etcd
+from etcd_watch_script import ETCD_ARGS, PROGRESS_INTERVAL
 
 from sediment.actors.etcd.pb import rpc_pb2 as pb
 from sediment.actors.etcd.pb import rpc_pb2_grpc as pbg
@@ -45,7 +46,7 @@ def wire(ray_cluster: Any) -> Iterator[Cluster]:
     rt = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0)
     try:
         cluster = Cluster.start(runtime=rt, data_dir=data, etcd=EtcdWire(),
-                                compaction_interval=3600.0)
+                                compaction_interval=3600.0, progress_interval=PROGRESS_INTERVAL)
         yield cluster
     finally:
         rt.shutdown()
@@ -189,11 +190,13 @@ def test_one_watch_stream_as_etcd_answers_it(wire: Cluster) -> None:
     """The scripted stream of `tests/etcd_watch_script.py` on a follower (its writes
     forwarded, its watches served by the follower's node) and on a real etcd 3.4: the
     same transcript (events of a txn in op order, prev_kv, a filter, progress requests,
-    a cancel; revisions relative to the first write)."""
+    a cancel, a progress notify while idle, a response over the request limit in
+    fragments; revisions relative to the first write). The fixture's cluster has the
+    script's progress interval; the request limit is both servers' default."""
     require_etcd()
     from etcd_watch_script import watch_transcript
 
-    with RealEtcd() as etcd:
+    with RealEtcd(extra_args=ETCD_ARGS) as etcd:
         want = watch_transcript(etcd.endpoint, b"/script/")
     got = watch_transcript(_follower_url(wire).removeprefix("http://"), b"/script/")
     assert got == want
@@ -340,41 +343,18 @@ def test_thousands_of_watches_on_one_stream_and_a_client_that_never_reads(
 
 def test_the_same_client_gets_the_same_answers_from_etcd_and_from_sediment(
         ray_cluster: Any) -> None:
-    """One seed's random requests through one EtcdClient to a real etcd 3.4 and to a
-    fresh Sediment cluster's endpoint; every field compared (header ids aside)."""
+    """One seed's random requests (leases among them) through one EtcdClient to a real
+    etcd 3.4 and to a fresh Sediment cluster's endpoint; every field compared (header
+    ids aside). More seeds by hand: `tests/test_etcd_differential.py --target wire`."""
     require_etcd()
-    from etcd_requests import RequestGen
-    from test_etcd_differential import _answer, _same
+    from test_etcd_differential import compare_seed, sediment_wire
 
     from sediment.actors.kv.etcd_client import EtcdClient
-    from sediment.actors.kv.types import Compact
-    from sediment.runtime import api
 
-    rt = api.start("ray", nodes=("n1", "n2", "n3"), reap_delay=1.0, warm_pool=0)
-    data = tempfile.mkdtemp(prefix="sediment-wire-diff-")
-    try:
-        cluster = Cluster.start(runtime=rt, data_dir=data, etcd=EtcdWire(),
-                                compaction_interval=3600.0)
-        url = cluster.endpoints()[cluster.wait_ready()].removeprefix("http://")
-        gen = RequestGen(11, big=False)
-        diffs: list[str] = []
-        with RealEtcd() as etcd, EtcdClient(etcd.endpoint) as real, \
-                EtcdClient(url, timeout=30) as ours:
-            for step in range(150):
-                request = gen.next()
-                want = _answer(lambda r=request: real.request(r))
-                got = _answer(lambda r=request: ours.request(r))
-                if not _same(want, got):
-                    diffs.append(f"step {step}: {request!r:.300}\n etcd: {want!r:.600}\n "
-                                 f"sediment: {got!r:.600}")
-                    break
-                gen.observe(want)
-                if isinstance(request, Compact) and not isinstance(want, Exception):
-                    gen.compacted_at(request.revision)
-        assert not diffs, "\n".join(diffs)
-    finally:
-        rt.shutdown()
-        shutil.rmtree(data, ignore_errors=True)
+    with sediment_wire() as url, RealEtcd() as etcd, EtcdClient(etcd.endpoint) as real, \
+            EtcdClient(url, timeout=30) as ours:
+        diffs = compare_seed(real.request, ours.request, 11, 150, big=False, max_diffs=1)
+    assert not diffs, "\n".join(diffs)
 
 
 # ---- sediment.connect ----------------------------------------------------------------

@@ -6,6 +6,11 @@ exactly what the store answers for the same request: the result types of `types.
 or the typed error etcd's description names (`rpctypes.py`), raised. So one random
 request sequence can be sent to etcd and to the store and the answers compared as they
 are (`tests/test_etcd_differential.py`). Every call has a deadline (`timeout`).
+
+Leases too, as the machine's own commands and queries: `LeaseGrant` (id 0: the server
+chooses), `LeaseRevoke`, `LeaseLookup` (etcd's LeaseTimeToLive: a `LeaseInfo` whose
+`remaining` is the TTL left, ErrLeaseNotFound where etcd answers TTL -1 and nothing
+else) and `AllLeases` (LeaseLeases: ids only, TTLs 0).
 """
 
 from __future__ import annotations
@@ -14,11 +19,23 @@ from typing import Any
 
 import grpc
 
+from sediment.actors.etcd.pb import rpc_pb2 as _rpc_pb2
 from sediment.actors.etcd.pb import rpc_pb2_grpc
 from sediment.actors.kv import errors, rpctypes, wire
-from sediment.actors.kv.errors import KvError
+from sediment.actors.kv.errors import ErrLeaseNotFound, KvError
+from sediment.actors.kv.queries import AllLeases, LeaseLookup
+from sediment.actors.kv.types import (
+    LeaseGrant,
+    LeaseGrantResult,
+    LeaseInfo,
+    LeaseRevoke,
+    LeaseRevokeResult,
+)
 
+pb: Any = _rpc_pb2
 DEFAULT_TIMEOUT = 10.0
+LeaseRequest = LeaseGrant | LeaseRevoke | LeaseLookup | AllLeases
+LeaseAnswer = LeaseGrantResult | LeaseRevokeResult | LeaseInfo | list[LeaseInfo]
 
 # etcd error names with a typed KV error of their own (the others raise EtcdError)
 _TYPED: dict[str, type[KvError]] = {
@@ -65,17 +82,40 @@ class EtcdClient:
         self.timeout = timeout
         self._channel = grpc.insecure_channel(endpoint)
         self._kv = rpc_pb2_grpc.KVStub(self._channel)
+        self._lease = rpc_pb2_grpc.LeaseStub(self._channel)
         self.last_header: Any = None
 
-    def request(self, request: wire.Request) -> wire.Result:
-        """Send one KV request; its result, or its error raised as a typed KvError."""
+    def request(self, request: wire.Request | LeaseRequest) -> wire.Result | LeaseAnswer:
+        """Send one KV or lease request; its result, or its error raised as a typed KvError."""
+        if isinstance(request, LeaseRequest):
+            return self._lease_request(request)
         method, message = wire.request_pb(request)
+        return wire.result_from_pb(self._call(self._kv, method, message))
+
+    def _call(self, stub: Any, method: str, message: Any) -> Any:
         try:
-            response = getattr(self._kv, method)(message, timeout=self.timeout)
+            response = getattr(stub, method)(message, timeout=self.timeout)
         except grpc.RpcError as err:
             raise error_of(err) from None
         self.last_header = response.header
-        return wire.result_from_pb(response)
+        return response
+
+    def _lease_request(self, request: LeaseRequest) -> LeaseAnswer:
+        if isinstance(request, LeaseGrant):
+            r = self._call(self._lease, "LeaseGrant",
+                           pb.LeaseGrantRequest(ID=request.id, TTL=request.ttl))
+            return LeaseGrantResult(int(r.header.revision), int(r.ID), int(r.TTL))
+        if isinstance(request, LeaseRevoke):
+            r = self._call(self._lease, "LeaseRevoke", pb.LeaseRevokeRequest(ID=request.id))
+            return LeaseRevokeResult(int(r.header.revision))
+        if isinstance(request, LeaseLookup):
+            r = self._call(self._lease, "LeaseTimeToLive",
+                           pb.LeaseTimeToLiveRequest(ID=request.lease, keys=request.keys))
+            if r.TTL == -1 and r.grantedTTL == 0 and not r.keys:
+                raise ErrLeaseNotFound()
+            return LeaseInfo(int(r.ID), int(r.grantedTTL), int(r.TTL), tuple(r.keys))
+        r = self._call(self._lease, "LeaseLeases", pb.LeaseLeasesRequest())
+        return [LeaseInfo(int(s.ID), 0, 0) for s in r.leases]
 
     def close(self) -> None:
         self._channel.close()

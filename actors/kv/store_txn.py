@@ -12,8 +12,10 @@ if something changed). Inside it, as etcd's storeTxnWrite does:
   the new revision after it;
 - a Txn's compares, nested ones too, are all judged first, against the state before the
   request (etcd's compareToPath): the "path" of branches taken. The Ranges on that path
-  are checked next (ErrFutureRev above head, ErrCompacted below the compact revision:
-  the whole request fails and nothing is written). A nested txn answers revision 0 (an
+  are checked next, after its Puts (a lease that does not exist, a missing key for
+  ignore_value/ignore_lease: etcd's checkPut comes before its checkRange), ErrFutureRev
+  above head, ErrCompacted below the compact revision: the whole request fails and
+  nothing is written. A nested txn answers revision 0 (an
   empty header in etcd).
 Every change gets the next `sub`, so watchers see one revision's events in the order
 the request made them.
@@ -138,6 +140,26 @@ def _cmp(actual: bytes | int, op: str, expected: bytes | int) -> bool:
     return actual > expected  # type: ignore[operator]
 
 
+def _check_puts(store: Store, ops: Sequence[TxnOp], p: Plan) -> None:
+    """etcd's checkRequests(checkPut) along the path, before its checkRange: a put's
+    lease must exist, an ignore_value/ignore_lease put's key must be alive before the
+    request. So a txn with both a put naming a missing lease and a compacted read is
+    ErrLeaseNotFound, whatever their order (found by the differential test, seed 0)."""
+    nested = iter(p.nested)
+    for op in ops:
+        if isinstance(op, Put):
+            if op.ignore_value or op.ignore_lease:
+                prev = store._latest(op.key, store.head)
+                if prev is None or prev[5]:
+                    raise ErrKeyNotFound()
+            if op.lease != 0 and not store._db.execute(
+                    "SELECT 1 FROM leases WHERE id = ?", (op.lease,)).fetchone():
+                raise ErrLeaseNotFound()
+        elif isinstance(op, Txn):
+            child = next(nested)
+            _check_puts(store, branch(op, child), child)
+
+
 def _check_reads(store: Store, ops: Sequence[TxnOp], p: Plan) -> None:
     """etcd's checkRequests(checkRange) along the path, before anything is written."""
     nested = iter(p.nested)
@@ -155,6 +177,7 @@ def txn(store: Store, compares: tuple[Compare, ...], success: tuple[TxnOp, ...],
     t = Txn(compares, success, failure)
     p = plan(store, t)
     ops = branch(t, p)
+    _check_puts(store, ops, p)
     _check_reads(store, ops, p)
     responses, header = write(store, ops, applied, p)
     return TxnResult(p.succeeded, responses, header)

@@ -73,7 +73,7 @@ class Cluster:
               watcher_max_pending: int = 1024, runtime: Any = None,
               limits: Limits = DEFAULT_LIMITS, top_node: str | None = None,
               blocks: BlockTier | None = None, etcd: EtcdWire | None = None,
-              branches: ServicesConfig | None = None,
+              branches: ServicesConfig | None = None, progress_interval: float = 600.0,
               **group_options: Any) -> Cluster:
         """Start the runtime (unless `runtime` is given) and every node's processes.
         `limits` go to every node's machine and to the clients. `top_node` is where the
@@ -83,7 +83,9 @@ class Cluster:
         serve etcd's v3 gRPC API on every node (Ray only; `endpoints()` lists them).
         `branches`: the branch tier's services (`actors/branches/shell/service.py`: a
         follower on every node, under its node supervisor, runs the delete sensor, the
-        staging compactor and the garbage collector while the node's KV member leads)."""
+        staging compactor and the garbage collector while the node's KV member leads).
+        `progress_interval`: seconds between the progress notifies of a quiet watch that
+        asked for them (etcd's --experimental-watch-progress-notify-interval, 10 min)."""
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         names = tuple(nodes) if not isinstance(nodes, int) else tuple(
@@ -104,6 +106,7 @@ class Cluster:
         spec = kv.kv_group(names, data_dir, limits, **group_options)
         config = KvNodeConfig(names, compaction_interval=compaction_interval,
                               watcher_max_pending=watcher_max_pending, data_dir=data_dir,
+                              progress_interval=progress_interval,
                               flush_hold=None if tier is None else flushed_through)
         wire = None if etcd is None else etcd.config(spec, limits)
         specs = [node_supervisor(n, spec, config, tier, wire, branches) for n in names]

@@ -49,6 +49,17 @@ def new_id() -> int:
     return secrets.randbelow(2**62) + 1
 
 
+def grant_command(lease: int, ttl: int) -> LeaseGrant:
+    """A client's LeaseGrant as the command every member applies: its TTL checked and
+    raised to the minimum, its id chosen here when the client left it 0 (one id for
+    all members). The server proposes it; the differential test applies it the same way."""
+    ttl = check_ttl(int(ttl))
+    lease = int(lease) or new_id()
+    if lease < 0:
+        raise InvalidRequest("a lease id must not be negative")
+    return LeaseGrant(lease, ttl)
+
+
 class Leases:
     """Put's lease fields (checked at the boundary)."""
 
@@ -92,11 +103,9 @@ class LeaseService:
                 header=self.s.header(0), ID=request.ID, TTL=max(ttl, 0)))
 
     async def _grant(self, request: Any, context: Any) -> Any:
-        ttl = check_ttl(int(request.TTL))
-        lease = int(request.ID) or new_id()
-        if lease < 0:
-            raise InvalidRequest("a lease id must not be negative")
-        command = await self.s.auth.wrap(LeaseGrant(lease, ttl), context)
+        grant = grant_command(int(request.ID), int(request.TTL))
+        lease, ttl = grant.id, grant.ttl
+        command = await self.s.auth.wrap(grant, context)
         _, result = await self.s.router.propose(command, self.s.request_timeout)
         if isinstance(result, Exception):
             raise result
@@ -145,4 +154,5 @@ async def at_leader(server: EtcdServer, request: RenewLease | LeaseTimeToLive) -
     return reply
 
 
-__all__ = ["MAX_TTL", "MIN_TTL", "LeaseService", "Leases", "at_leader", "check_ttl"]
+__all__ = ["MAX_TTL", "MIN_TTL", "LeaseService", "Leases", "at_leader", "check_ttl",
+           "grant_command"]

@@ -66,20 +66,34 @@ def event_pb(e: Event) -> Any:
     return out
 
 
+GRPC_OVERHEAD = 512 * 1024  # etcd's grpcOverheadBytes: its watch server fragments above
+# --max-request-bytes plus this (v3rpc's maxRequestBytes; seen against etcd 3.4.23: a
+# 1.9 MB response under the 1.5 MiB default limit came whole)
+
+
 def fragments(response: Any, limit: int) -> list[Any]:
-    """etcd's fragmenting: a response whose size is above `limit` is split into several
-    with as many events each as fit (at least one); all but the last marked `fragment`."""
-    if response.ByteSize() <= limit or len(response.events) <= 1:
+    """etcd 3.4's sendFragments: a response of two or more events whose size is at or
+    above `limit` is split into several, each with events while it stays below the limit
+    (measured as sent, marked fragment; at least one event); all but the last marked
+    `fragment`."""
+    if response.ByteSize() < limit or len(response.events) < 2:
         return [response]
+    events = list(response.events)
     parts: list[Any] = []
-    current = pb.WatchResponse(header=response.header, watch_id=response.watch_id)
-    for event in response.events:
-        if current.events and current.ByteSize() + event.ByteSize() > limit:
-            current.fragment = True
-            parts.append(current)
-            current = pb.WatchResponse(header=response.header, watch_id=response.watch_id)
-        current.events.append(event)
-    parts.append(current)
+    i = 0
+    while i < len(events):
+        current = pb.WatchResponse()
+        current.CopyFrom(response)
+        del current.events[:]
+        current.fragment = True
+        while i < len(events):
+            current.events.append(events[i])
+            if len(current.events) > 1 and current.ByteSize() >= limit:
+                del current.events[-1]
+                break
+            i += 1
+        current.fragment = i < len(events)
+        parts.append(current)
     return parts
 
 
@@ -247,7 +261,7 @@ class _Stream:
             response = pb.WatchResponse(header=header(r.revision), watch_id=r.watch_id,
                                         events=[event_pb(e) for e in r.events])
             if r.watch_id in self.fragment:
-                return fragments(response, self.s.limits.max_request_bytes)
+                return fragments(response, self.s.limits.max_request_bytes + GRPC_OVERHEAD)
             return [response]
         if isinstance(r, wp.Progress):
             return [pb.WatchResponse(header=header(r.revision), watch_id=r.watch_id)]
@@ -277,4 +291,4 @@ class _Stream:
                 self.queue.put_nowait(None)
 
 
-__all__ = ["MAX_QUEUED", "MAX_WATCHES", "WatchService", "event_pb", "fragments"]
+__all__ = ["GRPC_OVERHEAD", "MAX_QUEUED", "MAX_WATCHES", "WatchService", "event_pb", "fragments"]
