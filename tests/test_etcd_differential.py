@@ -21,7 +21,7 @@ sequence the same way are in the same state, so each seed starts from equal stat
 it may differ. Run it under the CPU lock, then `ray stop --force`.
 
 Leases are in the sequence as Sediment serves them: a grant becomes the command the
-server proposes (`actors/etcd/leases.py` `grant_command`: TTL checked, id chosen when
+server proposes (`actors/etcd/shell/leases.py` `grant_command`: TTL checked, id chosen when
 0) and is applied by the KV machine (the in-process target applies it as a member
 does, `NetsyMachine.apply`; the cluster proposes it through raft); TimeToLive and
 Leases are the machine's queries. Both sides choose their own id for a grant with id
@@ -48,7 +48,7 @@ import pytest
 from etcd_helpers import RealEtcd, require_etcd
 from etcd_requests import RequestGen
 
-from sediment.actors.etcd.leases import grant_command
+from sediment.actors.etcd.shell.leases import grant_command
 from sediment.actors.kv.errors import KvError
 from sediment.actors.kv.etcd_client import EtcdClient, EtcdError
 from sediment.actors.kv.machine import NetsyMachine
@@ -206,7 +206,7 @@ def _target(kind: str, tmp: str, seed: int) -> Iterator[Callable[[Any], Any]]:
 def sediment_wire() -> Iterator[str]:
     """A fresh 3-node Sediment cluster with etcd's gRPC API on Ray (the session's, or a
     local one started here); the leader's "host:port". Shut down after the block."""
-    from sediment.actors.etcd.server import EtcdWire
+    from sediment.actors.etcd.shell.server import EtcdWire
     from sediment.runtime import api
     from sediment.wiring.cluster import Cluster
 
