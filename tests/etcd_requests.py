@@ -249,8 +249,27 @@ def _dedup(ops: list[TxnOp]) -> tuple[TxnOp, ...]:
             branch_intervals([*kept, op])
         except ErrDuplicateKey:
             continue
+        if _keeps_what_was_deleted(op, kept):
+            continue
         kept.append(op)
     return tuple(kept)
+
+
+def _keeps_what_was_deleted(op: TxnOp, before: list[TxnOp]) -> bool:
+    """A put keeping the lease or value of a key an earlier delete of its branch
+    removed: etcd 3.4.23 exits on it (the check passes on the state before the txn, the
+    apply finds no key: seed 5 of the lease differential), so it is not sent."""
+    if not (isinstance(op, Put) and (op.ignore_lease or op.ignore_value)):
+        return False
+    return any(isinstance(d, DeleteRange) and _covers(d, op.key) for d in before)
+
+
+def _covers(d: DeleteRange, key: bytes) -> bool:
+    if d.range_end is None:
+        return key == d.key
+    if d.range_end == b"\0":
+        return key >= d.key
+    return d.key <= key < d.range_end
 
 
 __all__ = ["KEYS", "LEASE_TTLS", "RequestGen"]
