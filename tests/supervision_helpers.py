@@ -31,7 +31,9 @@ class Worker(GenServer):
 
     async def terminate(self, ctx: Process, reason: Any) -> None:
         if self.report_to is not None:
-            ctx.send(self.report_to, ("terminated", self.name, reason))
+            # when, by the runtime's clock: on Ray two workers' reports come from two
+            # hosts, so their arrival order at the collector is not the order they ended
+            ctx.send(self.report_to, ("terminated", self.name, reason, ctx.now()))
 
 
 def worker_spec(name: str, report_to: Pid | None = None, *, restart: str = "permanent",
