@@ -46,7 +46,7 @@ from typing import Any
 
 import pytest
 from etcd_helpers import RealEtcd, require_etcd
-from etcd_requests import RequestGen
+from etcd_requests import RequestGen, _keeps_what_was_deleted
 
 from sediment.actors.etcd.shell.leases import grant_command
 from sediment.actors.kv.errors import KvError
@@ -56,6 +56,7 @@ from sediment.actors.kv.queries import AllLeases, LeaseLookup
 from sediment.actors.kv.types import (
     Compact,
     Compare,
+    DeleteRange,
     LeaseGrant,
     LeaseGrantResult,
     LeaseInfo,
@@ -63,6 +64,7 @@ from sediment.actors.kv.types import (
     Put,
     Range,
     RangeResult,
+    Txn,
 )
 from sediment.actors.log.raft.types import Entry
 
@@ -223,7 +225,8 @@ def sediment_wire() -> Iterator[str]:
 
 def wire_seeds(seeds: range, steps: int, print_: Callable[[str], None] = print) -> int:
     """`--target wire`: every seed to one etcd and one Sediment cluster (see above);
-    the number of seeds that differed (0 or 1: the run stops at the first)."""
+    the number of seeds that agreed before the first that differed (all of them when
+    none did: the run stops at the first difference, as later seeds share its state)."""
     with sediment_wire() as url, RealEtcd() as etcd, EtcdClient(etcd.endpoint) as real, \
             EtcdClient(url, timeout=30) as ours:
         ids = LeaseIds()
@@ -233,8 +236,8 @@ def wire_seeds(seeds: range, steps: int, print_: Callable[[str], None] = print) 
             for d in diffs:
                 print_(d)
             if diffs:
-                return 1
-    return 0
+                return seeds.index(seed)
+    return len(seeds)
 
 
 def run_seed(endpoint: str, seed: int, steps: int = STEPS, *, big: bool = True,
@@ -261,7 +264,7 @@ def compare_seed(etcd: Callable[[Any], Any], ours: Callable[[Any], Any], seed: i
         theirs = ids.to_ours(request)
         got = ids.granted(request, want, _answer(lambda r=theirs: ours(r)))
         if not _same(want, got):
-            diffs.append(f"seed {seed} step {step}: {request!r:.400}\n  etcd:  {want!r:.900}"
+            diffs.append(f"seed {seed} step {step}: {request!r:.4000}\n  etcd:  {want!r:.900}"
                          f"\n  ours:  {got!r:.900}")
             if len(diffs) >= max_diffs:
                 break
@@ -269,6 +272,18 @@ def compare_seed(etcd: Callable[[Any], Any], ours: Callable[[Any], Any], seed: i
         if isinstance(request, Compact) and not isinstance(want, Exception):
             gen.compacted_at(request.revision)
     return diffs
+
+
+def test_the_generator_leaves_out_a_kept_lease_of_a_key_deleted_before_it_nested_too() -> None:
+    """The shape that exits etcd 3.4.23 (a put with ignore_lease of a key its txn
+    deleted before it) is not sent, whether the delete or the put sits in a nested txn."""
+    keep = Put(b"e", b"", ignore_lease=True)
+    delete = DeleteRange(b"e")
+    assert _keeps_what_was_deleted(keep, [delete])
+    assert _keeps_what_was_deleted(Txn((), (keep,)), [delete])
+    assert _keeps_what_was_deleted(keep, [Txn((), (), (delete,))])
+    assert not _keeps_what_was_deleted(keep, [DeleteRange(b"f")])
+    assert not _keeps_what_was_deleted(Put(b"e", b"v"), [delete])
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
@@ -309,10 +324,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--target", choices=("store", "cluster", "wire"), default="store")
     args = parser.parse_args(argv)
     if args.target == "wire":
-        failed = wire_seeds(range(args.first, args.first + args.seeds), args.steps,
+        passed = wire_seeds(range(args.first, args.first + args.seeds), args.steps,
                             lambda line: print(line, flush=True))
-        print(f"{args.seeds - failed} passed, {failed} failed"
-              + (" (the run stops at the first difference)" if failed else ""))
+        failed = passed < args.seeds
+        print(f"{passed} passed, {int(failed)} failed"
+              + (f", {args.seeds - passed - 1} not run (the run stops at the first"
+                 " difference)" if failed else ""))
         return 1 if failed else 0
     failed = 0
     for seed in range(args.first, args.first + args.seeds):
