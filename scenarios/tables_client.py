@@ -20,6 +20,7 @@ from typing import Any
 from sediment.actors.catalog import ddl
 from sediment.actors.catalog.descriptors import Column
 from sediment.actors.catalog.errors import CatalogError
+from sediment.actors.tables.errors import UnknownTransaction
 from sediment.actors.tables.names import table_node_name
 from sediment.actors.tables.recorder import Recorder
 from sediment.actors.tables.shell import node_protocol as p
@@ -135,6 +136,7 @@ class _Client:
         tx_id, begin_ts = began.tx_id, began.ts
         self.rec.begin(tx_id, begin_ts, self.ctx.now())
         alive_at = self.ctx.now()
+        unknown_at: float | None = None  # when the node first said it does not run it
         try:
             for _ in range(self.rng.randint(1, 3)):
                 k = self.rng.randrange(self.cfg.spec.keys)
@@ -144,6 +146,8 @@ class _Client:
                     await self.call(node, p.Write(tx_id, TABLE, row))
                 except CatalogError as err:  # a conflict: the transaction aborts at its end
                     self._count(f"write:{type(err).__name__}")
+                    if isinstance(err, UnknownTransaction):
+                        unknown_at = alive_at
                     break
                 self._count("write:ok")
                 self.rec.write(tx_id, (self.cfg.table_id, (k,)), row)
@@ -153,6 +157,12 @@ class _Client:
             committed, commit_ts = ended.committed, ended.commit_ts
         except CallError:
             self.rec.end(tx_id, "unknown", None, await self._last_alive(node, tx_id, alive_at))
+            raise
+        except UnknownTransaction:
+            # Its coordinator restarted (a Begin answered by the old incarnation can
+            # arrive after the node was killed and its transactions abandoned): no one
+            # runs it since the node first said so; recovery decides its outcome.
+            self.rec.end(tx_id, "unknown", None, alive_at if unknown_at is None else unknown_at)
             raise
         self.rec.end(tx_id, "committed" if committed else "aborted", commit_ts,
                      self.ctx.now())

@@ -188,6 +188,10 @@ REGRESSION_SEEDS = (
     ("tables-contended-rows", 98,
      "a read-only read that resolved one transaction's intent returned the row of the "
      "intent another transaction had put on the key meanwhile"),
+    ("tables-node-stopped-past-its-watermark", 43,
+     "the recorder kept a transaction pinned for ever whose Begin the killed node's old "
+     "incarnation answered after its transactions were abandoned (its writes then "
+     "answered UnknownTransaction); catalog_compaction_safety flagged a safe compaction"),
 )
 
 
