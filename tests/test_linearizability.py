@@ -34,8 +34,8 @@ from sediment.actors.kv.types import (
     Txn,
     TxnResult,
 )
+from sediment.scenarios.checkers import key_model, wgl
 from sediment.scenarios.checkers import linearizability as lin
-from sediment.scenarios.checkers import wgl
 from sediment.scenarios.checkers.kv_model import KvModel, matches
 from sediment.scenarios.history import Failure, History, Op, Request, Result
 
@@ -491,3 +491,37 @@ def test_model_matches_compares_failures_by_name_and_compact_revision() -> None:
     assert not matches(Failure("ErrCompacted", compact_revision=3),
                        Failure("ErrCompacted", compact_revision=2))
     assert not matches(Failure("ErrFutureRev"), DeleteResult(1, 0))
+
+
+def test_whole_pass_step_is_asked_once_per_call_and_state() -> None:
+    asked: list[tuple[int, object]] = []
+
+    def step(s: object, c: wgl.Call) -> tuple[object, ...]:
+        asked.append((c.id, s))
+        return (s,) if c.id % 2 else ()
+
+    memo = lin._memoised(step)  # type: ignore[arg-type]
+    calls = [wgl.Call(i, 0, 1) for i in range(4)]
+    first = [memo(s, c) for s in ("x", "y") for c in calls]  # type: ignore[arg-type]
+    again = [memo(s, c) for s in ("x", "y") for c in calls]  # type: ignore[arg-type]
+    assert again == first == [(), ("x",), (), ("x",), (), ("y",), (), ("y",)]
+    assert len(asked) == 8  # the second round came from memory
+
+
+def test_per_key_pass_lists_every_op_that_touches_the_key() -> None:
+    history = _busy_run(300, 3, indeterminate=0.1)
+    ops = lin.participating(history)
+    keys: set[bytes] = set()
+    for _, op, _ in ops:
+        keys |= key_model.keys_of(op)
+    names = sorted(keys)
+    touching = lin._touching(ops, names)
+    for name in names:
+        relevant = [n for n, (_, op, _) in enumerate(ops)
+                    if op.outcome != "fail" and key_model.project(op, name) is not None]
+        listed = [n for n in touching.get(name, []) if ops[n][1].outcome != "fail"]
+        assert set(relevant) <= set(listed)
+        assert listed == sorted(listed)
+        assert all(key_model.project(ops[n][1], name) is None
+                   for n in set(listed) - set(relevant))
+    assert any(len(v) > 1 for v in touching.values())
