@@ -18,7 +18,7 @@ from sediment.actors.kv.errors import (
     ErrValueProvided,
 )
 from sediment.actors.kv.machine import NetsyMachine
-from sediment.actors.kv.queries import AllLeases, AuthRead, LeaseLookup, TokenUser
+from sediment.actors.kv.queries import AllLeases, AuthRead, LeaseLookup, TokenUser, WriteCheck
 from sediment.actors.kv.store import Store
 from sediment.actors.kv.types import (
     Compare,
@@ -175,6 +175,31 @@ def test_auth_checks_each_request_at_apply_and_a_denied_one_changes_nothing(
     assert isinstance(stale, AuthError) and stale.name == "ErrAuthOldRevision"
     assert isinstance(apply(Wire("alice", m.auth.state.revision,
                                  AuthChange("user_add", ("eve", "x")))), AuthError)
+    m.close()
+
+
+def test_a_write_check_asks_the_write_permission_and_nothing_else(tmp_path: Path) -> None:
+    """A branch writer's delete report is judged by `WriteCheck` over the staging
+    token's keys: write permission over the whole range, read-only is not enough."""
+    m, log = _machine_with_auth(tmp_path)
+    rev, head = m.auth.state.revision, m.store.head
+    log.append(Entry(len(log) + 1, 1, 0.0, Wire("root", rev, AuthChange(
+        "role_grant_permission", ("reader", au.WRITE, b"/w/".hex(), b"/w0".hex())))))
+    assert not isinstance(m.apply(log[-1]), Exception)
+    rev = m.auth.state.revision
+    assert m.query(Wire("root", rev, WriteCheck(b"/a/", b"/a0"))) is True
+    assert m.query(Wire("alice", rev, WriteCheck(b"/w/t/", b"/w/t0"))) is True
+    for wire, name in [(Wire("alice", rev, WriteCheck(b"/a/", b"/a0")), "ErrPermissionDenied"),
+                       (Wire("alice", rev, WriteCheck(b"/w/", b"/x")), "ErrPermissionDenied"),
+                       (Wire(None, rev, WriteCheck(b"/w/", b"/w0")), "ErrUserEmpty"),
+                       (Wire("alice", rev - 1, WriteCheck(b"/w/", b"/w0")),
+                        "ErrAuthOldRevision")]:
+        refused = m.query(wire)
+        assert isinstance(refused, AuthError) and refused.name == name, (wire, refused)
+    assert m.store.head == head
+    log.append(Entry(len(log) + 1, 1, 0.0, Wire("root", rev, AuthChange("disable", ()))))
+    m.apply(log[-1])
+    assert m.query(Wire(None, 0, WriteCheck(b"/a/", b"/a0"))) is True  # auth off: anyone
     m.close()
 
 

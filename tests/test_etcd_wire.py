@@ -22,6 +22,7 @@ import pytest
 from etcd_helpers import RealEtcd, require_etcd
 from etcd_watch_script import ETCD_ARGS, PROGRESS_INTERVAL
 
+from sediment.actors.branches.shell import sensor_wire as sw
 from sediment.actors.etcd.pb import rpc_pb2 as pb
 from sediment.actors.etcd.pb import rpc_pb2_grpc as pbg
 from sediment.actors.etcd.shell.server import EtcdWire
@@ -268,9 +269,30 @@ def test_auth_on_and_off_with_etcdctl(wire: Cluster) -> None:
                     .split('"revision":')[1].split(",")[0])
         assert after == head  # the denied put wrote nothing
         assert ctl(url, root, "get", "/auth/k").split() == ["/auth/k", "v"]
+        # a branch writer's delete report is judged as the writes it counts
+        assert "user name is empty" in str(_report(url))
+        assert "invalid auth token" in str(_report(url, "nope"))
+        assert "permission denied" in str(_report(url, _token(url, "alice", "apw")))
+        assert _report(follower, _token(follower, "root", "rootpw")) == (
+            "the cluster runs no delete sensor")  # let through: this cluster has none
     finally:
         assert "Authentication Disabled" in ctl(url, root, "auth", "disable")
     assert ctl(url, "put", "/auth/k2", "v").strip() == "OK"
+
+
+def _token(url: str, name: str, password: str) -> str:
+    with grpc.insecure_channel(url.removeprefix("http://")) as channel:
+        return str(pbg.AuthStub(channel).Authenticate(
+            pb.AuthenticateRequest(name=name, password=password), timeout=30).token)
+
+
+def _report(url: str, token: str | None = None) -> str | None:
+    """One delete report (`sediment branches rm` sends it) with `token`: why it was not
+    counted, or None."""
+    reporter = sw.DeleteReporter([url.removeprefix("http://")], timeout=30,
+                                 metadata=[("token", token)] if token else ())
+    reporter("demo", "dev", "0123456789abcdef0123456789abcdef", 0)
+    return reporter.flush()
 
 
 # ---- bad input over the wire ----------------------------------------------------------

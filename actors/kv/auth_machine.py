@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from sediment.actors.kv import auth_store as au
+from sediment.actors.kv.queries import WriteCheck
 from sediment.actors.kv.store import Store
 from sediment.actors.kv.types import (
     Compact,
@@ -94,6 +95,8 @@ class AuthKeeper:
         if isinstance(r, DeleteRange):
             return au.permitted(s, user, r.key, r.range_end, write=True) and (
                 not r.prev_kv or au.permitted(s, user, r.key, r.range_end, write=False))
+        if isinstance(r, WriteCheck):
+            return au.permitted(s, user, r.key, r.range_end, write=True)
         if isinstance(r, Txn):
             return (all(au.permitted(s, user, c.key, c.range_end, write=False)
                         for c in r.compare)

@@ -268,6 +268,8 @@ class NetsyMachine:
                 return self.auth.token_user(str(token))
             case q.AuthRead(op, args, user):
                 return self.auth.read(op, tuple(args), user)
+            case q.WriteCheck():
+                return True  # the auth check above is the whole answer
             case q.HashKv(revision):
                 return s.hash_kv(int(revision))
             case q.HistoryRows(lo, max_rows):

@@ -96,6 +96,16 @@ class AuthRead:
 
 
 @dataclass(frozen=True, slots=True)
+class WriteCheck:
+    """-> True: sent inside an auth `Wire`, it asks only the auth check, whether the
+    wire's user may write every key of [key, range_end) (a request that is not a KV write
+    but stands for writes, such as a branch writer's delete report)."""
+
+    key: bytes
+    range_end: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
 class HashKv:
     """-> (hash, compact revision, head): etcd's HashKV at `revision` (0: head)."""
 
@@ -130,8 +140,8 @@ class HistoryEvents:
 
 KvQuery = (Events | WatchHistory | CompactRevisions | Head | AppliedSince | Revisions | AllLeases
            | LeaseLookup | TokenUser | AuthRead | HashKv | HistoryRows | HistoryRange
-           | HistoryEvents)
+           | HistoryEvents | WriteCheck)
 
 __all__ = ["AllLeases", "AppliedSince", "AuthRead", "CompactRevisions", "Events", "HashKv", "Head",
            "HistoryEvents", "HistoryRange", "HistoryRows", "KvQuery", "LeaseLookup",
-           "Revisions", "TokenUser", "WatchHistory"]
+           "Revisions", "TokenUser", "WatchHistory", "WriteCheck"]

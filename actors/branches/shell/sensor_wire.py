@@ -12,6 +12,11 @@ The body is JSON (no generated code for one method): `{"deletes": [[repo, branch
 token, sealed], ...]}` with at most `MAX_DELETES` items, each checked (names, a
 staging token of 32 hex digits, sealed >= 0) before anything is sent: a bad body is
 INVALID_ARGUMENT and nothing is counted. The answer: `{"counted": n, "sensor": bool}`.
+
+With etcd auth on, a report is judged as the writes it stands for: the caller's token
+(etcd's `token` metadata) must name a user who may write every reported staging token's
+keys; otherwise the server answers etcd's status (user name is empty, invalid auth
+token, permission denied) and nothing is counted.
 """
 
 from __future__ import annotations
@@ -74,17 +79,27 @@ def decode(body: bytes) -> list[CountDelete]:
 
 
 Forward = Callable[[list[CountDelete]], Awaitable[bool]]
+# -> None when the caller may report these deletes, else the gRPC status (code name,
+# message) that refuses them
+Refuse = Callable[[list[CountDelete], Any], Awaitable[tuple[str, str] | None]]
 
 
-def handler(forward: Forward) -> Any:
+async def _never(deletes: list[CountDelete], context: Any) -> tuple[str, str] | None:
+    return None
+
+
+def handler(forward: Forward, refuse: Refuse = _never) -> Any:
     """The gRPC handler for an aio server: `forward` sends the checked deletes to the
-    sensor and says whether one runs."""
+    sensor and says whether one runs; `refuse` judges the caller first (auth)."""
 
     async def count_deletes(body: bytes, context: Any) -> bytes:
         try:
             deletes = decode(body)
         except BadReport as err:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        refused = await refuse(deletes, context)
+        if refused is not None:
+            await context.abort(getattr(grpc.StatusCode, refused[0]), refused[1])
         sensor = await forward(deletes) if deletes else False
         return json.dumps({"counted": len(deletes) if sensor else 0,
                            "sensor": sensor}).encode()

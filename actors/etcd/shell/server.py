@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 
 from sediment import log
+from sediment.actors.branches import names as branch_names
 from sediment.actors.branches.shell import sensor_wire
 from sediment.actors.branches.shell.names import SENSOR_NAME
 from sediment.actors.etcd import status as st
@@ -39,7 +40,7 @@ from sediment.actors.etcd.shell.services import ClusterService, KVService, Maint
 from sediment.actors.etcd.shell.watch_stream import WatchService
 from sediment.actors.kv.errors import ErrLeaseNotFound
 from sediment.actors.kv.names import KV_GROUP
-from sediment.actors.kv.queries import AllLeases, Head
+from sediment.actors.kv.queries import AllLeases, Head, WriteCheck
 from sediment.actors.kv.types import LeaseCheckpoint, LeaseRevoke
 from sediment.actors.kv.validation import DEFAULT_LIMITS, Limits
 from sediment.actors.log.shell.group_spec import GroupSpec
@@ -343,6 +344,26 @@ def _to_sensor(ctx: Process) -> sensor_wire.Forward:
     return forward
 
 
+def _refuse_reporter(server: EtcdServer) -> sensor_wire.Refuse:
+    """With auth on, a delete report is judged as writes to the staging tokens it
+    counts: the caller's user must be allowed to write each token's keys (the local
+    member's auth state decides, as for a serializable read)."""
+
+    async def refuse(deletes: list[Any], context: Any) -> tuple[str, str] | None:
+        try:
+            for repo, token in sorted({(d.repo, d.token) for d in deletes}):
+                prefix = branch_names.staging_prefix(repo, token)
+                query = await server.auth.wrap(
+                    WriteCheck(prefix, branch_names.prefix_end(prefix)), context)
+                found = await server.router.local_query(query)
+                if isinstance(found, Exception):
+                    raise found
+        except Exception as err:  # noqa: BLE001 - every refusal leaves as etcd's status
+            return st.status_of(err)
+        return None
+    return refuse
+
+
 async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
     """Process entry: bind the port, serve until the process ends."""
     me = ctx.self().node
@@ -365,7 +386,8 @@ async def etcd_server(ctx: Process, config: EtcdConfig) -> None:
                            ("Lease", LeaseService(server)), ("Auth", AuthService(server)),
                            ("Cluster", ClusterService(server))):
         grpc_server.add_generic_rpc_handlers((_handlers(name, servicer),))
-    grpc_server.add_generic_rpc_handlers((sensor_wire.handler(_to_sensor(ctx)),))
+    grpc_server.add_generic_rpc_handlers((sensor_wire.handler(_to_sensor(ctx),
+                                                              _refuse_reporter(server)),))
     address = f"{config.host}:{config.port_of(me)}"
     if config.tls is None:
         port = grpc_server.add_insecure_port(address)
