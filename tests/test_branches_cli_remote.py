@@ -31,6 +31,7 @@ TOKEN = "0123456789abcdef0123456789abcdef"
 THRESHOLD = 5
 START_WAIT = 240.0  # seconds `sediment start` may take to come up on a loaded machine
 COMPACTION_WAIT = 120.0  # bound on waiting for the sensor's compaction (not a timing claim)
+METRICS_WAIT = 120.0  # bound on waiting for Prometheus to show it (not a timing claim)
 
 
 # ---- the report's wire format (no Ray) -----------------------------------------------------
@@ -183,6 +184,18 @@ def reads(d: Path) -> tuple[object, ...]:
             json.loads(_ok(commands[2], diff)))
 
 
+def _metrics_when(d: Path, seen: Any) -> dict[str, Any]:
+    """The cluster's metrics as its state file holds them, once `seen(metrics)` (bounded:
+    Ray's agents export every few seconds, `sediment start` reads them every 5 s)."""
+    deadline = time.monotonic() + METRICS_WAIT
+    while True:
+        metrics = json.loads((d / STATE_FILE).read_text()).get("metrics") or {}
+        if seen(metrics):
+            return dict(metrics)
+        assert time.monotonic() < deadline, f"not in the cluster's metrics: {sorted(metrics)}"
+        time.sleep(1)
+
+
 @pytest.mark.ray
 def test_the_commands_talk_to_a_running_cluster_whose_sensor_compacts(running: Path) -> None:
     d = running
@@ -220,6 +233,19 @@ def test_the_commands_talk_to_a_running_cluster_whose_sensor_compacts(running: P
     assert record["commit_id"] == head and record["compaction_start_time"] is not None
     assert abs(record["compaction_start_time"] - time.time()) < 3600  # the wall clock
     assert reads(d) == before  # the compaction changed no read
+
+    # the branch metrics reach Prometheus: the sensor and the compactor report through
+    # Ray's metrics API, `sediment start` reads the nodes' metrics agents into the state
+    # file, and `sediment status` shows them
+    metrics = _metrics_when(d, lambda m: any(
+        x["tags"].get("outcome") == "done" and x["value"] >= 1
+        for x in m.get("sediment_branch_compactions", [])) and any(
+        x["tags"].get("fate") == "queued" and x["value"] >= 1
+        for x in m.get("sediment_branch_sensor_triggers", [])))
+    assert {x["tags"]["repo"] for x in metrics["sediment_branch_compactions"]} == {"demo"}
+    status = subprocess.run([sys.executable, "-m", "sediment", "status", "--data-dir", str(d)],
+                            env=_env(), capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0 and "branch_compactions" in status.stdout, status.stdout
 
     # a manual unforced compaction right after is throttled by the cluster's claim
     code, _, err = sed(d, "compact", "demo", "dev", "--no-force")
