@@ -33,7 +33,10 @@ from typing import Generic, Literal, TypeVar
 S = TypeVar("S", bound=Hashable)
 Verdict = Literal["linearizable", "violation", "unknown"]
 
-DEFAULT_BUDGET = 2_000_000  # search steps per run
+# search steps per run: a Ray run of `branch-two-sensors-one-branch` (815 ops, the branch
+# tier's Txns overlapping the clients' writes) needed 10-20 million; with the memoised
+# step that is ~17 s and ~60 MB, and only a history that hard pays it
+DEFAULT_BUDGET = 20_000_000
 DEFAULT_MAX_TESTS = 200  # search runs spent on shrinking evidence
 
 
