@@ -104,6 +104,7 @@ def run_scenario(scenario: Scenario, backend: str = "sim", seed: int | None = No
         raise nemesis.UnsupportedScenario(
             f"{scenario.name} runs on {', '.join(scenario.backends)} only, not {backend}")
     nemesis.check_supported(scenario)
+    scenario = scenario.on(backend)
     seed = scenario.seed if seed is None else seed
     path = Path(data_dir) if data_dir is not None else Path(
         f"/tmp/sediment-scenarios/{scenario.name}-{backend}-{seed}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -334,6 +334,16 @@ class Scenario:
     traffic: Traffic = Traffic()
     faults: tuple[Fault, ...] = ()
     checks: tuple[str, ...] = CHECKS
+    # how long a Ray run lasts (None: `duration`): Ray commits less per second than the
+    # simulator, so a file's moments (a major compaction, a restarted compactor's next
+    # step) come later there; the faults' times stay within `duration`
+    ray_duration: float | None = None
+
+    def on(self, backend: str) -> Scenario:
+        """The scenario as a run on `backend` takes it: on Ray with `ray_duration`."""
+        if backend == "ray" and self.ray_duration is not None:
+            return replace(self, duration=self.ray_duration, ray_duration=None)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         from sediment.scenarios import schema_dump  # it reads this module's types

@@ -97,6 +97,8 @@ def scenario_dict(s: Scenario) -> dict[str, Any]:
         "faults": [_fault_dict(f) for f in s.faults],
         "checks": list(s.checks),
     }
+    if s.ray_duration is not None:
+        out["ray_duration"] = _num(s.ray_duration)
     return out
 
 

@@ -66,13 +66,15 @@ class _Validator(ValueReader):
     """The scenario's top level, cluster and traffic, into a `Scenario`."""
 
     def scenario(self, data: object) -> Scenario:
-        top = ("name", "description", "seed", "duration", "backends", "cluster", "traffic",
-               "faults", "checks")
+        top = ("name", "description", "seed", "duration", "ray_duration", "backends", "cluster",
+               "traffic", "faults", "checks")
         m = self.mapping(data, (), top, required=("name", "duration"))
         name = self.string(m["name"], ("name",), NAME_RE,
                            "a name of lower-case letters, digits, '_', '.', '-' (<= 64)")
         self.duration = self.number(m["duration"], ("duration",), 0.0, MAX_DURATION_S,
                                     open_lo=True)
+        ray_duration = self.opt(m, "ray_duration", (), lambda v, p: self.number(
+            v, p, self.duration, MAX_DURATION_S), None)
         description = self.opt(m, "description", (), self.string, "")
         seed = self.opt(m, "seed", (), lambda v, p: self.integer(v, p, 0, 2**63 - 1), 0)
         backends = self.opt(m, "backends", (), self.backends, BACKENDS)
@@ -95,8 +97,11 @@ class _Validator(ValueReader):
         no_faults: tuple[Fault, ...] = ()
         faults = self.opt(m, "faults", (), self.faults, no_faults)
         checks = self.opt(m, "checks", (), self.checks, self._all_checks())
+        if ray_duration is not None and "ray" not in backends:
+            self.fail(("ray_duration",), "a scenario that does not run on ray has no "
+                      "ray_duration: remove it or add ray to backends")
         return Scenario(name, self.duration, description, seed, backends, cluster, traffic,
-                        faults, checks)
+                        faults, checks, ray_duration)
 
     def backends(self, v: object, path: Path_) -> tuple[Backend, ...]:
         items = self.items(v, path, len(BACKENDS), empty=False)

@@ -86,12 +86,14 @@ def _with_duration(s: Any, duration: float, problems: list[str]) -> Any:
     from sediment.scenarios import schema
 
     try:
-        schema.load_dict({**s.to_dict(), "duration": duration}, source=s.name)
+        data = {**s.to_dict(), "duration": duration}
+        data.pop("ray_duration", None)  # --duration is the run's length on every backend
+        schema.load_dict(data, source=s.name)
     except schema.ScenarioError as err:
         problems.append(f"--duration {duration:g}: {err}")
     except schema.ScenarioErrors as errs:
         problems += [f"--duration {duration:g}: {e}" for e in errs.errors]
-    return dataclasses.replace(s, duration=duration)
+    return dataclasses.replace(s, duration=duration, ray_duration=None)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ class Plan:
     def estimate(self, backend: str) -> tuple[float, int]:
         """(seconds, bytes) the runs will take and write, roughly."""
         cost = ESTIMATE[backend]
-        seconds = sum(cost.base + cost.per_second * s.duration for s, _ in self.runs)
+        seconds = sum(cost.base + cost.per_second * s.on(backend).duration
+                      for s, _ in self.runs)
         return seconds, cost.bytes * len(self.runs)
 
 

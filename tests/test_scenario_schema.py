@@ -8,6 +8,7 @@ and they all load (and round-trip).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,7 @@ BAD: list[tuple[str, str]] = [
     ("!name: x\nduration: 1\n---\nname: y\n", "3:1: scenario: invalid YAML: expected a "
      "single document in the stream, but found another document"),
     ("seeed: 3\n", "3:1: seeed: unknown key (did you mean 'seed'?); known: name, description, "
-     "seed, duration, backends, cluster, traffic, faults, checks"),
+     "seed, duration, ray_duration, backends, cluster, traffic, faults, checks"),
     ("seed: -1\n", "3:7: seed: must be an integer in [0, 9223372036854775807], got -1"),
     ("seed: true\n", "3:7: seed: must be an integer in [0, 9223372036854775807], got true"),
     ("backends: [sim, ray, sim]\n", "3:11: backends: at most 2 items, got 3"),
@@ -288,6 +289,23 @@ def test_bad_files_name_the_line_and_the_field(text: str, expected: str) -> None
     sep = ":" if expected[0].isdigit() else ": "  # no position: the source, then the path
     assert str(err.value) == f"slow.yaml{sep}{expected}"
     assert isinstance(err.value, ValueError)
+
+
+def test_a_ray_duration_lengthens_only_a_run_on_ray() -> None:
+    s = schema.loads("name: x\nduration: 5\nray_duration: 30\n"
+                     "faults:\n  - {at: 4, kill_process: {role: leader}}\n")
+    assert s.duration == 5 and s.ray_duration == 30
+    assert s.on("sim") is s
+    on_ray = s.on("ray")
+    assert (on_ray.duration, on_ray.ray_duration, on_ray.faults) == (30, None, s.faults)
+    assert schema.load_dict(s.to_dict()) == s and schema.loads(s.to_yaml()) == s
+    assert "ray_duration" not in schema.loads("name: x\nduration: 5\n").to_dict()
+    for text, message in [
+            ("ray_duration: 4\n", "ray_duration: must be a number >= 5"),
+            ("ray_duration: 30\nbackends: [sim]\n", "does not run on ray has no ray_duration"),
+            ("ray_duration: 30\nfaults:\n  - {at: 6, heal: }\n", "faults[0].at")]:
+        with pytest.raises(ScenarioError, match=re.escape(message)):
+            schema.loads("name: x\nduration: 5\n" + text)
 
 
 def test_errors_carry_their_parts() -> None:

@@ -164,6 +164,19 @@ def test_the_readmes_200_seed_sweep_is_estimated_near_what_it_took() -> None:
     assert re.search(r"about \d\.\d h and \d\.\d GB of reports in reports", warning)
 
 
+def test_duration_overrides_the_ray_duration_too(tmp_path: Path) -> None:
+    path = tmp_path / "long.yaml"
+    path.write_text("name: long\nduration: 5\nray_duration: 30\n")
+    (s,) = sweep.load_scenarios([str(path)], duration=8)
+    assert (s.duration, s.ray_duration, s.on("ray").duration) == (8, None, 8)
+    (kept,) = sweep.load_scenarios([str(path)])
+    assert kept.on("ray").duration == 30
+    def seconds(scenario: Any) -> float:
+        return sweep.plan([scenario], "ray", 0, 1, tmp_path / "o").estimate("ray")[0]
+
+    assert seconds(kept) > seconds(s)  # a Ray sweep is estimated at the Ray length
+
+
 def test_a_short_sweep_has_no_warning() -> None:
     assert sweep.warning_for(library_plan(1), "sim", Path("reports")) is None
     assert sweep.warning_for(library_plan(1), "ray", Path("reports")) is not None  # ~15 min
